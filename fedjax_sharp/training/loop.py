@@ -1,0 +1,234 @@
+"""The host-side training loop: build an experiment from a config, run rounds, evaluate, log.
+
+    exp = build_experiment(config)          # data, partition, model, algorithm, engine
+    summary = run(config, workdir)           # the whole experiment, metrics written as it goes
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp import data as data_lib
+from fedjax_sharp.algorithms.registry import build_algorithm
+from fedjax_sharp.core import tree
+from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
+from fedjax_sharp.core.cohort import CohortSampler
+from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
+from fedjax_sharp.models import registry as model_registry
+from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import metrics as metrics_lib
+
+# PRNG streams: one root key from the seed, one stream per purpose.
+STREAM_INIT, STREAM_TRAIN = 0, 1
+
+
+def make_preprocess(dataset, augment: str, per_example: bool) -> Callable:
+  """(x_uint8 [B, H, W, C], key) -> normalised float32, augmented if configured (inside jit)."""
+  mean, std = dataset.mean, dataset.std
+
+  def preprocess(x, key):
+    x = data_lib.augment.normalize(x, mean, std)
+    if augment == "crop_flip":
+      x = data_lib.augment.random_crop_flip(key, x, pad=4, per_example=per_example)
+    return x
+  return preprocess
+
+
+@dataclasses.dataclass
+class Experiment:
+  config: Any
+  dataset: Any
+  client_indices: list
+  model: Any
+  apply_fn: Callable
+  algorithm: FederatedAlgorithm
+  engine: RoundEngine
+  sampler: CohortSampler
+  train_data: TrainData
+  init_params: Any
+  evaluate: Callable[[Any], dict]
+  model_bytes: int
+
+  def learning_rate(self, round_idx: int) -> float:
+    return self.config.local.lr * self.config.local.lr_decay ** round_idx
+
+  def round_info(self, round_idx: int) -> RoundInfo:
+    return RoundInfo(round=jnp.int32(round_idx),
+                     learning_rate=jnp.float32(self.learning_rate(round_idx)),
+                     num_clients=len(self.client_indices))
+
+
+def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
+  """Returns params -> {'test_loss', 'test_accuracy'}: fixed-size padded batches, one jit."""
+  n = len(y_test)
+  batch_size = min(batch_size, n)
+  num_batches = math.ceil(n / batch_size)
+  pad = num_batches * batch_size - n
+  xs = np.concatenate([x_test, np.zeros((pad, *x_test.shape[1:]), x_test.dtype)])
+  ys = np.concatenate([y_test, np.zeros((pad,), y_test.dtype)])
+  ms = np.arange(len(ys)) < n
+  xs = jnp.asarray(xs.reshape(num_batches, batch_size, *x_test.shape[1:]))
+  ys = jnp.asarray(ys.reshape(num_batches, batch_size))
+  ms = jnp.asarray(ms.reshape(num_batches, batch_size))
+  key = jax.random.key(0)  # unused: no augmentation at test time
+
+  @jax.jit
+  def batch_stats(params, x, y, m):
+    logits = apply_fn(params, preprocess(x, key))
+    ce = jax.nn.log_softmax(logits) [jnp.arange(y.shape[0]), y]
+    mf = m.astype(jnp.float32)
+    return -jnp.sum(ce * mf), jnp.sum((jnp.argmax(logits, -1) == y) * mf)
+
+  def evaluate(params) -> dict:
+    loss, correct = 0.0, 0.0
+    for b in range(num_batches):  # host loop: convolutions inside XLA CPU loops are slow
+      l, c = batch_stats(params, xs[b], ys[b], ms[b])
+      loss, correct = loss + l, correct + c
+    return {"test_loss": float(loss) / n, "test_accuracy": float(correct) / n}
+  return evaluate
+
+
+def build_experiment(config) -> Experiment:
+  config_lib.validate(config)
+  dataset = data_lib.load_dataset(config.data)
+  client_indices = data_lib.partition_dataset(dataset.y_train, config.data, seed=config.seed)
+  root = jax.random.key(config.seed)
+  model = model_registry.get_model(config.model.name, dataset.num_classes)
+  apply_fn = lambda params, x: model.apply({"params": params}, x)
+  params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
+                                      dataset.input_shape)
+  algorithm = build_algorithm(config, apply_fn)
+  preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example)
+  execution = ExecutionConfig(config.engine.client_strategy, config.engine.chunk_size,
+                              config.engine.local_loop, config.engine.unroll)
+  engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess)
+  sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
+                          local_epochs=config.local.epochs, local_steps=config.local.steps,
+                          seed=config.seed, weighting=config.aggregation)
+  train_data = TrainData(x=jnp.asarray(dataset.x_train), y=jnp.asarray(dataset.y_train))
+  evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test,
+                            make_preprocess(dataset, "none", True), config.eval.batch_size)
+  return Experiment(config=config, dataset=dataset, client_indices=client_indices, model=model,
+                    apply_fn=apply_fn, algorithm=algorithm, engine=engine, sampler=sampler,
+                    train_data=train_data, init_params=params, evaluate=evaluate,
+                    model_bytes=tree.num_bytes(params))
+
+
+class Progress:
+  """One status line per `every` rounds: a bar with ETA on a terminal, log lines otherwise."""
+
+  def __init__(self, total: int, every: int = 1, stream=None):
+    self.total, self.every = total, max(1, every)
+    self.stream = stream or sys.stderr
+    self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+    self.start = time.time()
+
+  def update(self, done: int, record: dict) -> None:
+    if done % self.every and done != self.total:
+      return
+    elapsed = time.time() - self.start
+    eta = elapsed / done * (self.total - done)
+    acc = record.get("test_accuracy")
+    acc_s = f"acc {acc:.4f}" if acc is not None else "acc   -   "
+    text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
+            f"train loss {record['train_loss']:.4f} | {record['round_time_s']:.2f} s/round | "
+            f"elapsed {elapsed:,.0f} s | eta {eta:,.0f} s")
+    if self.tty:
+      width = 20
+      filled = int(width * done / self.total)
+      self.stream.write("\r[" + "#" * filled + "." * (width - filled) + "] " + text)
+      if done == self.total:
+        self.stream.write("\n")
+      self.stream.flush()
+    else:
+      logging.info(text)
+
+
+def run(config, workdir: str | None = None, progress: bool = True,
+        experiment: Experiment | None = None) -> dict:
+  """Runs the experiment; writes config.json, metrics.jsonl and summary.json under `workdir`."""
+  t_build = time.time()
+  exp = experiment or build_experiment(config)
+  build_time = time.time() - t_build
+  comm = exp.algorithm.communication
+  writer = None
+  if workdir:
+    os.makedirs(workdir, exist_ok=True)
+    metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
+                                  config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+    writer = metrics_lib.JsonlWriter(os.path.join(workdir, "metrics.jsonl"))
+  logging.info("%s: %s on %s/%s, %d clients (%s), %d per round, cohort shape (C, S, B) = %s, "
+               "model %s with %d parameters, engine %s", config.name, exp.algorithm.name,
+               config.data.source, config.data.name, len(exp.client_indices),
+               config.data.partition, config.clients_per_round, exp.sampler.shape,
+               config.model.name, tree.num_elements(exp.init_params), exp.engine.execution)
+
+  server_state, client_table = exp.engine.init(exp.init_params)
+  train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
+  bar = Progress(config.rounds, config.log_every) if progress else None
+  records = []
+  bytes_total = 0
+  t0 = time.time()
+  try:
+    for t in range(config.rounds):
+      t_round = time.time()
+      cohort = exp.sampler.build(t)
+      server_state, client_table, m = exp.engine.round(
+          server_state, client_table, exp.train_data, cohort, exp.round_info(t), train_key)
+      m = jax.device_get(m)
+      num_real = int(np.sum(cohort.weights > 0))
+      bytes_down = int(num_real * comm.down * exp.model_bytes)
+      bytes_up = int(num_real * comm.up * exp.model_bytes)
+      bytes_total += bytes_down + bytes_up
+      record = {
+          "round": t, "lr": exp.learning_rate(t),
+          "train_loss": float(m["loss_sum"] / max(m["examples"], 1.0)),
+          "train_accuracy": float(m["correct"] / max(m["examples"], 1.0)),
+          "local_steps": int(m["steps"]),
+      }
+      for k, v in m.items():  # algorithm-specific sums, e.g. the FedGMT KL term
+        if k.endswith("_sum") and k != "loss_sum":
+          record[k[:-4] + "_mean"] = float(v / max(m["examples"], 1.0))
+      if (t + 1) % config.eval.every == 0 or t >= config.rounds - config.eval.last_n:
+        record.update(exp.evaluate(exp.algorithm.eval_params(server_state)))
+      else:
+        record.update({"test_loss": None, "test_accuracy": None})
+      now = time.time()
+      record.update({"round_time_s": now - t_round, "wall_time_s": now - t0,
+                     "bytes_down": bytes_down, "bytes_up": bytes_up, "bytes_total": bytes_total})
+      if not np.isfinite(record["train_loss"]):
+        logging.warning("round %d: non-finite training loss %s", t, record["train_loss"])
+      records.append(record)
+      if writer:
+        writer.write(record)
+      if bar:
+        bar.update(t + 1, record)
+  finally:
+    if writer:
+      writer.close()
+    if workdir and records:
+      summary = metrics_lib.summarize(records, config.eval.last_n, config.eval.target_accuracy)
+      metrics_lib.atomic_write_json(os.path.join(workdir, "summary.json"), summary)
+
+  summary = metrics_lib.summarize(records, config.eval.last_n, config.eval.target_accuracy)
+  summary.update({
+      "name": config.name, "algorithm": exp.algorithm.name, "seed": config.seed,
+      "build_time_s": build_time, "first_round_time_s": records[0]["round_time_s"],
+      "mean_round_time_s": float(np.mean([r["round_time_s"] for r in records[1:]] or
+                                         [records[0]["round_time_s"]])),
+      "traces": exp.engine.trace_count,
+      "communication": {"down": comm.down, "up": comm.up, "model_bytes": exp.model_bytes},
+  })
+  if workdir:
+    metrics_lib.atomic_write_json(os.path.join(workdir, "summary.json"), summary)
+  return summary
