@@ -110,26 +110,33 @@ def test_padding_clients_and_padding_steps_change_nothing(tiny):
 
 
 @pytest.mark.parametrize("client_strategy,local_loop",
-                         list(itertools.product(["vmap", "map", "chunked_vmap", "unrolled"],
+                         list(itertools.product(["vmap", "map", "chunked_vmap", "unrolled", "host"],
                                                 ["rolled", "partial", "unrolled"])))
 def test_execution_strategies_agree(tiny, client_strategy, local_loop):
   alg = fed_avg(tiny.apply, local_sgd(MOM, WD))
   sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=2, seed=2)
   ref = _run(tiny, alg, sampler, 2, ExecutionConfig("unrolled", 1, "unrolled"))[0]
-  # chunk_size 2 does not divide the cohort of 3: exercises the remainder path.
-  out = _run(tiny, alg, sampler, 2, ExecutionConfig(client_strategy, 2, local_loop, 3))[0]
+  # chunk_size 2 does not divide the cohort of 3, host_chunk 2 does not divide the steps:
+  # both exercise their remainder paths.
+  out = _run(tiny, alg, sampler, 2, ExecutionConfig(client_strategy, 2, local_loop, 3, 2),
+             pad_to=4)[0]
   assert _max_diff(out.params, ref.params) < 1e-5
 
 
-def test_round_is_traced_once(tiny):
+@pytest.mark.parametrize("strategy", ["vmap", "unrolled", "host"])
+def test_round_is_traced_once(tiny, strategy):
   alg = fed_avg(tiny.apply, local_sgd(MOM, WD))
   sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=1, seed=0)
-  *_, engine = _run(tiny, alg, sampler, rounds=4)
+  *_, engine = _run(tiny, alg, sampler, rounds=4, execution=ExecutionConfig(strategy))
   assert engine.trace_count == 1
+  pieces = (("prepare", "client_start", "steps", "client_end", "finish") if strategy == "host"
+            else ("round",))
+  assert all(engine.trace_counts[p] == 1 for p in pieces), engine.trace_counts
 
 
 def test_auto_strategy_resolution():
-  assert ExecutionConfig().resolved("cpu").client_strategy == "unrolled"
+  assert ExecutionConfig().resolved("cpu").client_strategy == "host"
+  assert ExecutionConfig().resolved("cpu").local_loop == "unrolled"
   assert ExecutionConfig().resolved("gpu").client_strategy == "vmap"
   assert ExecutionConfig().resolved("gpu").local_loop == "rolled"
   assert ExecutionConfig("map", local_loop="partial").resolved("cpu").client_strategy == "map"

@@ -1,6 +1,6 @@
 """Algorithm registry: config `algorithm.name` -> builder(config, apply_fn) -> FederatedAlgorithm.
 
-Every builder reads its hyperparameters from `config.algorithm`, the local optimiser from
+Every builder reads its hyperparameters from its block `config.algorithm.<name>`, the local optimiser from
 `config.local` and the server optimiser from `config.server`.
 """
 from __future__ import annotations
@@ -9,6 +9,8 @@ from typing import Callable
 
 from fedjax_sharp.algorithms import common
 from fedjax_sharp.algorithms.fed_avg import fed_avg
+from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn
+from fedjax_sharp.algorithms.fed_gmt import build_fed_gmt, build_fed_gmt_v2
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 
 Builder = Callable[..., FederatedAlgorithm]
@@ -31,6 +33,9 @@ def _build_fedavg(config, apply_fn):
 
 ALGORITHMS: dict[str, Builder] = {
     "fedavg": _build_fedavg,
+    "feddyn": build_fed_dyn,
+    "fedgmt": build_fed_gmt,
+    "fedgmt_v2": build_fed_gmt_v2,
 }
 
 

@@ -56,13 +56,16 @@ def base_config() -> ml_collections.ConfigDict:
   # Per-algorithm hyperparameters, each in its own block (paper defaults).
   c.algorithm.feddyn = ml_collections.ConfigDict(dict(alpha=0.1, prox="squared"))  # 1/beta, beta=10 (FedGMT Table 7)
   c.algorithm.fedgmt = ml_collections.ConfigDict(dict(
-      gamma=1.0, tau=3.0, alpha=0.95, beta=10.0, admm=True, bookkeeping="paper"))
+      gamma=1.0, tau=3.0, alpha=0.95, beta=10.0, admm=True, bookkeeping="paper",
+      tau_squared=True))
   c.algorithm.fedgmt_v2 = ml_collections.ConfigDict(dict(
-      gamma=1.0, tau=3.0, alpha=0.5, beta=10.0, admm=True, v2_ema_init="first_received"))
+      gamma=1.0, tau=3.0, alpha=0.5, beta=10.0, admm=True, bookkeeping="paper",
+      tau_squared=True, v2_ema_init="first_received"))
 
   c.engine = ml_collections.ConfigDict()
-  c.engine.client_strategy = "auto"  # auto | vmap | map | chunked_vmap | unrolled
-  c.engine.chunk_size = 4
+  c.engine.client_strategy = "auto"  # auto | vmap | map | chunked_vmap | unrolled | host
+  c.engine.chunk_size = 4            # clients per vmapped chunk ('chunked_vmap')
+  c.engine.host_chunk = 8            # local steps per jitted call ('host')
   c.engine.local_loop = "auto"       # auto | rolled | partial | unrolled
   c.engine.unroll = 4
 

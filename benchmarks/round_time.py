@@ -1,0 +1,116 @@
+"""Per-round wall time of each execution strategy, CIFAR-10 CNN setting.
+
+FedAvg, McMahan CNN on 32x32x3 inputs, 10 clients x 50 local steps x batch 50 (500
+client-steps per round, the FedGMT paper's CIFAR-10 round: 10 clients x E = 5 x 500 examples /
+B = 50), SGD with momentum, on whatever backend JAX finds. Synthetic uint8 images: timing only.
+
+    python benchmarks/round_time.py                      # all strategies
+    python benchmarks/round_time.py --strategies=host/unrolled,vmap/rolled --rounds=3
+
+For every strategy it first times a small probe round (2 clients x 5 steps). When the probe
+predicts that the full round exceeds --budget_s, the full round is not run and the table shows
+the figure extrapolated from the probe, marked '~' (XLA CPU runs convolutions inside while
+loops ~35x slower, so rolled strategies would take many minutes per round there).
+Columns: compile (first call, includes tracing), round time (median of --rounds timed calls),
+client-steps per second, and examples per second.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp.algorithms import fed_avg, local_sgd
+from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
+from fedjax_sharp.models import get_model, init_params
+
+ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vmap/unrolled",
+       "map/rolled", "chunked_vmap/rolled", "host/rolled")
+
+
+def time_strategy(strategy: str, clients: int, steps: int, batch: int, rounds: int, chunk: int,
+                  unroll: int):
+  client_strategy, local_loop = strategy.split("/")
+  model = get_model("mcmahan_cnn", 10)
+  params = init_params(model, jax.random.key(0), (32, 32, 3))
+  apply_fn = lambda p, x: model.apply({"params": p}, x)
+  alg = fed_avg(apply_fn, local_sgd(0.9, 1e-5))
+  rng = np.random.default_rng(0)
+  n = clients * steps * batch
+  x = jnp.asarray(rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8))
+  y = jnp.asarray(rng.integers(0, 10, n).astype(np.int32))
+  parts = np.array_split(np.arange(n), clients)
+  sampler = CohortSampler(parts, clients, batch, local_steps=steps, seed=0)
+  engine = RoundEngine(alg, clients, ExecutionConfig(client_strategy, chunk, local_loop, unroll),
+                       preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
+  server, table = engine.init(params)
+  data = TrainData(x, y)
+  cohort = sampler.build(0)
+
+  def one(t):
+    nonlocal server, table
+    info = RoundInfo(jnp.int32(t), jnp.float32(0.01), clients)
+    server, table, m = engine.round(server, table, data, cohort, info, jax.random.key(1))
+    jax.block_until_ready((server, m))
+
+  t0 = time.perf_counter()
+  one(0)
+  compile_s = time.perf_counter() - t0
+  times = []
+  for t in range(rounds):
+    t0 = time.perf_counter()
+    one(t + 1)
+    times.append(time.perf_counter() - t0)
+  return compile_s, statistics.median(times)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--strategies", default=",".join(ALL))
+  parser.add_argument("--clients", type=int, default=10)
+  parser.add_argument("--steps", type=int, default=50)
+  parser.add_argument("--batch", type=int, default=50)
+  parser.add_argument("--rounds", type=int, default=2, help="timed rounds after the first")
+  parser.add_argument("--chunk", type=int, default=5)
+  parser.add_argument("--unroll", type=int, default=5)
+  parser.add_argument("--budget_s", type=float, default=120.0,
+                      help="skip (extrapolate) full rounds predicted to take longer")
+  args = parser.parse_args()
+
+  device = jax.devices()[0]
+  print(f"backend: {jax.default_backend()} ({device.device_kind}), jax {jax.__version__}")
+  print(f"setting: FedAvg, McMahan CNN 32x32x3, {args.clients} clients x {args.steps} steps x "
+        f"batch {args.batch} = {args.clients * args.steps} client-steps per round\n")
+  header = (f"{'strategy (clients/local)':<26} {'compile s':>10} {'round s':>9} "
+            f"{'steps/s':>9} {'examples/s':>11}  note")
+  print(header)
+  print("-" * len(header))
+  full_steps = args.clients * args.steps
+  for strategy in args.strategies.split(","):
+    pc, ps = min(2, args.clients), min(5, args.steps)
+    p_compile, p_round = time_strategy(strategy, pc, ps, args.batch, 1, min(args.chunk, pc),
+                                       args.unroll)
+    per_step = p_round / (pc * ps)
+    predicted = per_step * full_steps
+    note = ""
+    if predicted > args.budget_s or (strategy.startswith("unrolled") and full_steps > 100
+                                     and jax.default_backend() == "cpu"):
+      compile_s, round_s, mark = float("nan"), predicted, "~"
+      note = (f"extrapolated from a {pc}x{ps} probe "
+              f"(probe compile {p_compile:.1f} s, {per_step * 1e3:.1f} ms/client-step)")
+    else:
+      compile_s, round_s = time_strategy(strategy, args.clients, args.steps, args.batch,
+                                         args.rounds, args.chunk, args.unroll)
+      mark = ""
+    steps_s = full_steps / round_s
+    print(f"{strategy:<26} {compile_s:>10.1f} {mark + f'{round_s:.2f}':>9} "
+          f"{mark + f'{steps_s:.1f}':>9} {mark + f'{steps_s * args.batch:.0f}':>11}  {note}",
+          flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,147 @@
+"""Run several algorithms (and seeds) on one config and tabulate them like the papers do.
+
+Per algorithm: mean test accuracy over the last N rounds (mean and std over seeds; with one seed,
+the std over those N rounds, as in the FedGMT tables), final accuracy, rounds to a target
+accuracy, communication per round and to target, and wall time per round.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import os
+from typing import Sequence
+
+import numpy as np
+
+from fedjax_sharp.training import loop
+from fedjax_sharp.training import metrics as metrics_lib
+
+COLUMNS = ("algorithm", "seeds", "acc_last_n_mean", "acc_last_n_std", "final_acc",
+           "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
+           "relative_time")
+
+
+def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: str | None,
+             progress: bool = True) -> dict[str, list[dict]]:
+  """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}."""
+  results: dict[str, list[dict]] = {}
+  for name in algorithms:
+    for seed in seeds:
+      cfg = copy.deepcopy(config)
+      with cfg.unlocked():
+        cfg.algorithm.name = name
+        cfg.seed = int(seed)
+      run_dir = os.path.join(workdir, name, f"seed_{seed}") if workdir else None
+      summary = loop.run(cfg, run_dir, progress=progress)
+      records = (metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if run_dir
+                 else summary.pop("records", []))
+      results.setdefault(name, []).append({"summary": summary, "records": records})
+  return results
+
+
+def _rounds_to_target(records, target):
+  for r in records:
+    if r.get("test_accuracy") is not None and r["test_accuracy"] >= target:
+      return r["round"] + 1, r["bytes_total"]
+  return None, None
+
+
+def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> list[dict]:
+  rows = []
+  base_time = None
+  for name, runs in results.items():
+    tails = [np.array([r["test_accuracy"] for r in run["records"]
+                       if r.get("test_accuracy") is not None][-last_n:]) for run in runs]
+    means = np.array([t.mean() for t in tails])
+    std = float(means.std()) if len(runs) > 1 else float(tails[0].std())
+    hits = [_rounds_to_target(run["records"], target) for run in runs] if target > 0 else []
+    reached = [h for h in hits if h[0] is not None]
+    s_per_round = float(np.mean([np.median([r["round_time_s"] for r in run["records"][1:]]
+                                           or [run["records"][0]["round_time_s"]])
+                                 for run in runs]))
+    base_time = base_time or s_per_round
+    comm = runs[0]["summary"]["communication"]
+    rows.append({
+        "algorithm": name, "seeds": len(runs),
+        "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std,
+        "final_acc": float(np.mean([run["summary"]["final_test_accuracy"] for run in runs])),
+        "rounds_to_target": (float(np.mean([h[0] for h in reached]))
+                             if reached and len(reached) == len(hits) else None),
+        "vectors_per_round": f"{comm['down']:g} down / {comm['up']:g} up",
+        "mb_to_target": (float(np.mean([h[1] for h in reached])) / 1e6
+                         if reached and len(reached) == len(hits) else None),
+        "s_per_round": s_per_round,
+        "relative_time": s_per_round / base_time,
+    })
+  return rows
+
+
+def _fmt(v, pct=False):
+  if v is None:
+    return "x"
+  if isinstance(v, float):
+    return f"{100 * v:.2f}" if pct else f"{v:.3g}"
+  return str(v)
+
+
+def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
+  head = (f"| algorithm | seeds | acc last {last_n} (%) | final acc (%) | rounds to "
+          f"{100 * target:.0f}% | model vectors / client / round | MB to target | s / round | "
+          f"time vs first |")
+  lines = [head, "|" + "---|" * 9]
+  for r in rows:
+    lines.append(
+        f"| {r['algorithm']} | {r['seeds']} | {_fmt(r['acc_last_n_mean'], True)} "
+        f"({_fmt(r['acc_last_n_std'], True)}) | {_fmt(r['final_acc'], True)} | "
+        f"{_fmt(r['rounds_to_target'])} | {r['vectors_per_round']} | {_fmt(r['mb_to_target'])} | "
+        f"{_fmt(r['s_per_round'])} | {r['relative_time']:.2f}x |")
+  return "\n".join(lines) + "\n"
+
+
+def to_csv(rows: list[dict]) -> str:
+  buf = io.StringIO()
+  writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+  writer.writeheader()
+  writer.writerows(rows)
+  return buf.getvalue()
+
+
+def plot_accuracy(results: dict[str, list[dict]], path: str, title: str = "") -> None:
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for name, runs in results.items():
+    curves = []
+    for run in runs:
+      pts = [(r["round"] + 1, r["test_accuracy"]) for r in run["records"]
+             if r.get("test_accuracy") is not None]
+      curves.append(np.array(pts))
+    length = min(len(c) for c in curves)
+    xs = curves[0][:length, 0]
+    ys = np.stack([c[:length, 1] for c in curves])
+    line, = ax.plot(xs, ys.mean(0), label=f"{name} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+    if len(runs) > 1:
+      ax.fill_between(xs, ys.min(0), ys.max(0), color=line.get_color(), alpha=0.2)
+  ax.set_xlabel("round")
+  ax.set_ylabel("test accuracy")
+  ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  tmp = path + ".tmp.png"
+  fig.savefig(tmp, dpi=120)
+  plt.close(fig)
+  os.replace(tmp, path)
+
+
+def write_reports(results, workdir: str, last_n: int, target: float, title: str = "") -> str:
+  rows = table_rows(results, last_n, target)
+  markdown = to_markdown(rows, last_n, target)
+  os.makedirs(workdir, exist_ok=True)
+  metrics_lib.atomic_write_text(os.path.join(workdir, "results.md"), markdown)
+  metrics_lib.atomic_write_text(os.path.join(workdir, "results.csv"), to_csv(rows))
+  plot_accuracy(results, os.path.join(workdir, "accuracy.png"), title)
+  return markdown

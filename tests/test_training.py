@@ -1,0 +1,119 @@
+"""Configs, the training loop, metric files and the comparison tables."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from fedjax_sharp.training import compare, config as config_lib, loop, metrics as metrics_lib
+
+
+def tiny_config(**overrides):
+  c = config_lib.base_config()
+  c.name = "tiny"
+  c.data.source = "embedded"
+  c.data.name = "digits"
+  c.data.num_clients = 6
+  c.data.partition = "iid"
+  c.clients_per_round = 3
+  c.model.name = "linear"
+  c.local.steps = 2
+  c.local.batch_size = 16
+  c.local.lr = 0.1
+  c.rounds = 3
+  c.eval.last_n = 2
+  c.engine.client_strategy = "vmap"
+  c.engine.local_loop = "rolled"
+  for key, value in overrides.items():
+    node = c
+    *path, leaf = key.split(".")
+    for p in path:
+      node = node[p]
+    node[leaf] = value
+  return c
+
+
+@pytest.mark.parametrize("override,field", [
+    ({"algorithm.name": "fedfoo"}, "algorithm.name"),
+    ({"data.alpha": -0.5}, "data.alpha"),
+    ({"local.batch_size": 0}, "local.batch_size"),
+    ({"model.name": "resnet1000"}, "model.name"),
+    ({"clients_per_round": 7}, "clients_per_round"),
+    ({"engine.client_strategy": "pmap"}, "engine.client_strategy"),
+    ({"aggregation": "median"}, "aggregation"),
+    ({"local.lr_decay": 1.5}, "local.lr_decay"),
+    ({"data.augment": "mixup"}, "data.augment"),
+    ({"rounds": 0}, "rounds"),
+])
+def test_bad_config_names_the_field(override, field):
+  with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+    config_lib.validate(tiny_config(**override))
+
+
+def test_more_clients_than_examples_is_rejected():
+  c = tiny_config(**{"data.num_clients": 5000, "clients_per_round": 3})
+  with pytest.raises(ValueError, match=r"data\.num_clients"):
+    loop.build_experiment(c)
+
+
+def test_unknown_data_source_is_rejected():
+  with pytest.raises(ValueError, match=r"data\.source"):
+    loop.build_experiment(tiny_config(**{"data.source": "ftp"}))
+
+
+def test_run_writes_config_metrics_and_summary(tmp_path):
+  c = tiny_config()
+  summary = loop.run(c, str(tmp_path), progress=False)
+  assert json.loads((tmp_path / "config.json").read_text())["algorithm"]["name"] == "fedavg"
+  records = metrics_lib.read_jsonl(str(tmp_path / "metrics.jsonl"))
+  assert [r["round"] for r in records] == [0, 1, 2]
+  for key in ("train_loss", "test_loss", "test_accuracy", "wall_time_s", "bytes_total", "lr"):
+    assert all(r[key] is not None for r in records), key
+  # 3 clients x (1 down + 1 up) x model bytes per round (linear 64x10 + 10 floats).
+  model_bytes = (64 * 10 + 10) * 4
+  assert [r["bytes_total"] for r in records] == [6 * model_bytes * (t + 1) for t in range(3)]
+  np.testing.assert_allclose([r["lr"] for r in records], [0.1 * 0.998 ** t for t in range(3)])
+  on_disk = json.loads((tmp_path / "summary.json").read_text())
+  accs = [r["test_accuracy"] for r in records]
+  assert on_disk["mean_test_accuracy_last_2"] == pytest.approx(np.mean(accs[-2:]))
+  assert summary["traces"] == 1
+  assert summary["final_test_accuracy"] == pytest.approx(accs[-1])
+  assert accs[-1] > 0.3  # digits are learnable: 10% would mean nothing trained
+
+
+def test_runs_are_reproducible_per_seed(tmp_path):
+  a = loop.run(tiny_config(), None, progress=False)
+  b = loop.run(tiny_config(), None, progress=False)
+  c = loop.run(tiny_config(seed=1), None, progress=False)
+  assert a["final_test_accuracy"] == b["final_test_accuracy"]
+  assert a["final_test_accuracy"] != c["final_test_accuracy"]
+
+
+def test_metrics_lines_are_durable_before_close(tmp_path):
+  path = str(tmp_path / "m.jsonl")
+  writer = metrics_lib.JsonlWriter(path)
+  writer.write({"round": 0, "x": np.float32(1.5)})
+  assert metrics_lib.read_jsonl(path) == [{"round": 0, "x": 1.5}]
+  writer.close()
+
+
+def test_summarize_last_n_and_rounds_to_target():
+  recs = [{"round": t, "test_accuracy": a, "bytes_total": 10 * (t + 1), "wall_time_s": t}
+          for t, a in enumerate([0.1, 0.5, None, 0.7, 0.9])]
+  s = metrics_lib.summarize(recs, last_n=2, target_accuracy=0.6)
+  assert s["mean_test_accuracy_last_2"] == pytest.approx(0.8)
+  assert s["std_test_accuracy_last_2"] == pytest.approx(0.1)
+  assert s["rounds_to_target"] == 4
+  assert s["final_test_accuracy"] == 0.9
+
+
+def test_compare_grid_writes_table_csv_and_plot(tmp_path):
+  c = tiny_config(**{"eval.target_accuracy": 0.2})
+  results = compare.run_grid(c, ["fedavg"], [0, 1], str(tmp_path), progress=False)
+  md = compare.write_reports(results, str(tmp_path), last_n=2, target=0.2)
+  assert "| fedavg | 2 |" in md
+  assert (tmp_path / "accuracy.png").stat().st_size > 1000
+  rows = (tmp_path / "results.csv").read_text().splitlines()
+  assert rows[0].startswith("algorithm,seeds,acc_last_n_mean")
+  assert len(rows) == 2
+  assert os.path.exists(tmp_path / "fedavg" / "seed_1" / "metrics.jsonl")
