@@ -2,13 +2,15 @@
 
 Data: the UCI handwritten digits (1,797 8x8 images) shipped inside the package, so no download.
 Setting: 20 clients, long-tail Dirichlet(0.1) label split (strong heterogeneity), 5 clients per
-round, E = 2, B = 10, lr 0.05, momentum 0.9, 60 rounds, McMahan CNN.
+round, E = 2, B = 10, lr 0.05, momentum 0.9, 150 rounds, a 2-layer MLP (200, 200), so each
+algorithm runs in seconds on a laptop CPU.
 
 Run:
     python experiments/run.py --config=configs/demo.py --workdir=runs/demo
 or the side-by-side comparison of the README (`make demo`):
     python experiments/demo.py
-Expect: FedAvg around 0.9 test accuracy (numbers in BUILD_NOTES.md).
+Expect (seeds 1-3, mean test accuracy of the last 20 rounds): FedAvg 97.5%, FedDyn 93.3%,
+FedGMT 98.5%; FedGMT reaches 95% in about 11 rounds, FedAvg in about 25 (BUILD_NOTES.md).
 """
 from fedjax_sharp.training.config import base_config
 
@@ -23,10 +25,11 @@ def get_config():
   c.data.alpha = 0.1
   c.data.long_tail = True
   c.clients_per_round = 5
-  c.model.name = "mcmahan_cnn"
+  c.model.name = "mlp"
   c.local.epochs = 2
   c.local.batch_size = 10
   c.local.lr = 0.05
-  c.rounds = 60
-  c.eval.last_n = 10
+  c.rounds = 150
+  c.eval.last_n = 20
+  c.eval.target_accuracy = 0.95
   return c

@@ -18,7 +18,8 @@ from ml_collections import config_flags
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _CONFIG = config_flags.DEFINE_config_file(
     "config", os.path.join(_HERE, "..", "configs", "demo.py"), "Demo config.", lock_config=True)
-_ALGORITHMS = flags.DEFINE_list("algorithms", ["fedavg", "fedgmt"], "Algorithms to run.")
+_ALGORITHMS = flags.DEFINE_list("algorithms", ["fedavg", "feddyn", "fedgmt"],
+                                "Algorithms to run.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/demo", "Output directory.")
 
 
