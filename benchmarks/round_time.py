@@ -6,6 +6,7 @@ B = 50), SGD with momentum, on whatever backend JAX finds. Synthetic uint8 image
 
     python benchmarks/round_time.py                      # all strategies
     python benchmarks/round_time.py --strategies=host/unrolled,vmap/rolled --rounds=3
+    python benchmarks/round_time.py --algorithms=fedavg,feddyn,fedgmt,fedgmt_v2  # cost per algorithm
 
 For every strategy it first times a small probe round (2 clients x 5 steps). When the probe
 predicts that the full round exceeds --budget_s, the full round is not run and the table shows
@@ -24,24 +25,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_sharp.algorithms import fed_avg, local_sgd
+from fedjax_sharp.algorithms import build_algorithm
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
 from fedjax_sharp.models import get_model, init_params
+from fedjax_sharp.training.config import base_config
 
 ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vmap/unrolled",
        "map/rolled", "chunked_vmap/rolled", "host/rolled")
 
 
 def time_strategy(strategy: str, clients: int, steps: int, batch: int, rounds: int, chunk: int,
-                  unroll: int):
+                  unroll: int, algorithm: str = "fedavg", shape=(32, 32, 3)):
   client_strategy, local_loop = strategy.split("/")
   model = get_model("mcmahan_cnn", 10)
-  params = init_params(model, jax.random.key(0), (32, 32, 3))
+  params = init_params(model, jax.random.key(0), shape)
   apply_fn = lambda p, x: model.apply({"params": p}, x)
-  alg = fed_avg(apply_fn, local_sgd(0.9, 1e-5))
+  config = base_config()
+  config.algorithm.name = algorithm
+  alg = build_algorithm(config, apply_fn)  # paper defaults; momentum 0.9, wd 1e-5
   rng = np.random.default_rng(0)
   n = clients * steps * batch
-  x = jnp.asarray(rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8))
+  x = jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8))
   y = jnp.asarray(rng.integers(0, 10, n).astype(np.int32))
   parts = np.array_split(np.arange(n), clients)
   sampler = CohortSampler(parts, clients, batch, local_steps=steps, seed=0)
@@ -79,7 +83,14 @@ def main():
   parser.add_argument("--unroll", type=int, default=5)
   parser.add_argument("--budget_s", type=float, default=120.0,
                       help="skip (extrapolate) full rounds predicted to take longer")
+  parser.add_argument("--algorithms", default="",
+                      help="instead of strategies: time these algorithms (comma-separated) with "
+                           "the backend's default strategy, interleaved, relative to the first")
+  parser.add_argument("--input", default="32x32x3", help="image shape, e.g. 28x28x1")
   args = parser.parse_args()
+  shape = tuple(int(v) for v in args.input.split("x"))
+  if args.algorithms:
+    return compare_algorithms(args, shape)
 
   device = jax.devices()[0]
   print(f"backend: {jax.default_backend()} ({device.device_kind}), jax {jax.__version__}")
@@ -110,6 +121,29 @@ def main():
     print(f"{strategy:<26} {compile_s:>10.1f} {mark + f'{round_s:.2f}':>9} "
           f"{mark + f'{steps_s:.1f}':>9} {mark + f'{steps_s * args.batch:.0f}':>11}  {note}",
           flush=True)
+
+
+def compare_algorithms(args, shape):
+  """Per-round time of each algorithm on the same cohort; repetitions interleaved so that load
+  from other processes hits every algorithm alike."""
+  strategy = "/".join((lambda e: (e.client_strategy, e.local_loop))(ExecutionConfig().resolved()))
+  names = args.algorithms.split(",")
+  print(f"backend: {jax.default_backend()}, strategy {strategy}, McMahan CNN {args.input}, "
+        f"{args.clients} clients x {args.steps} steps x batch {args.batch}, "
+        f"{args.rounds} interleaved repetitions\n")
+  times = {name: [] for name in names}
+  compile_s = {}
+  for rep in range(args.rounds):
+    for name in names:
+      c, r = time_strategy(strategy, args.clients, args.steps, args.batch, 1, args.chunk,
+                           args.unroll, algorithm=name, shape=shape)
+      compile_s.setdefault(name, c)
+      times[name].append(r)
+  base = statistics.median(times[names[0]])
+  print(f"{'algorithm':<12} {'round s':>9} {'vs ' + names[0]:>10} {'compile s':>10}")
+  for name in names:
+    med = statistics.median(times[name])
+    print(f"{name:<12} {med:>9.2f} {med / base:>9.2f}x {compile_s[name]:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ prints the summary.
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags

@@ -9,46 +9,12 @@ import pytest
 
 from fedjax_sharp.algorithms import common
 from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn, fed_dyn, prox_gradient
-from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo
+from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
-from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
+from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 
-DIM, NUM_CLASSES = 5, 3
-LR, MOMENTUM, WD = 0.1, 0.9, 1e-3
-
-
-# ------------------------------------------------------------------------------------------
-# Helpers (kept in this file: no shared conftest).
-def apply_fn(params, x):
-  return x @ params["w"] + params["b"]
-
-
-def init_params(seed=0):
-  rng = np.random.default_rng(seed)
-  return {"w": jnp.asarray(0.5 * rng.normal(size=(DIM, NUM_CLASSES)), jnp.float32),
-          "b": jnp.asarray(0.1 * rng.normal(size=(NUM_CLASSES,)), jnp.float32)}
-
-
-def make_problem(sizes, seed=0):
-  rng = np.random.default_rng(seed)
-  n = int(sum(sizes))
-  x = rng.normal(size=(n, DIM)).astype(np.float32)
-  y = np.concatenate([(rng.integers(0, NUM_CLASSES, s) * (c % 2) + c) % NUM_CLASSES
-                      for c, s in enumerate(sizes)]).astype(np.int32)
-  bounds = np.cumsum([0, *sizes])
-  parts = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(sizes))]
-  return TrainData(jnp.asarray(x), jnp.asarray(y)), parts
-
-
-def tmap(f, *trees):
-  return jax.tree.map(f, *trees)
-
-
-def assert_trees_close(a, b, atol=1e-5, rtol=1e-5):
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64),
-                               atol=atol, rtol=rtol)
+from algo_helpers import (DIM, LR, MOMENTUM, NUM_CLASSES, WD, apply_fn, assert_trees_close,
+                          eager_round, init_params, make_problem, tmap)
 
 
 def global_norm(t):
@@ -151,20 +117,6 @@ def test_prox_gradients():
     fed_dyn(apply_fn, common.local_sgd(), prox="cubed")
 
 
-def _eager_round(alg, params, batch):
-  rinfo = RoundInfo(jnp.int32(0), jnp.float32(0.1), 4)
-  info = ClientInfo(jnp.int32(0), jnp.float32(6), jnp.int32(1), jnp.float32(1))
-  ss = alg.server_init(params)
-  bcast = alg.broadcast(ss, rinfo)
-  cs = alg.client_state_init(params)
-  local = alg.client_init(bcast, cs, info, rinfo)
-  for _ in range(2):
-    local, _ = alg.local_step(local, batch, jax.random.key(0), rinfo)
-  up, cs = alg.client_finalize(local, bcast, cs, info, rinfo)
-  ss = alg.server_update(ss, tmap(lambda a: a[None], up), jnp.ones((1,)), jnp.ones((1,)), rinfo)
-  return ss, cs
-
-
 def test_communication_and_builder():
   alg = fed_dyn(apply_fn, common.local_sgd())
   assert (alg.communication.down, alg.communication.up) == (1, 1)
@@ -178,10 +130,10 @@ def test_communication_and_builder():
   built = build_fed_dyn(cfg, apply_fn)
   assert built.name == "feddyn" and built.communication.down == 1
   # Defaults: alpha = 0.1 (FedGMT paper Table 7, beta = 10), squared prox.
-  assert_trees_close(_eager_round(built, params, batch),
-                     _eager_round(fed_dyn(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.1,
+  assert_trees_close(eager_round(built, params, batch),
+                     eager_round(fed_dyn(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.1,
                                           prox="squared"), params, batch), atol=0, rtol=0)
   cfg.algorithm.feddyn = {"alpha": 0.01, "prox": "unsquared"}
-  assert_trees_close(_eager_round(build_fed_dyn(cfg, apply_fn), params, batch),
-                     _eager_round(fed_dyn(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.01,
+  assert_trees_close(eager_round(build_fed_dyn(cfg, apply_fn), params, batch),
+                     eager_round(fed_dyn(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.01,
                                           prox="unsquared"), params, batch), atol=0, rtol=0)

@@ -20,37 +20,13 @@ from fedjax_sharp.algorithms.fed_gmt import (build_fed_gmt, build_fed_gmt_v2, cl
                                              fed_gmt, fed_gmt_v2, global_dual, trajectory_loss)
 from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
-from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
+from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 
-DIM, NUM_CLASSES = 5, 3
-LR, MOMENTUM, WD = 0.1, 0.9, 1e-3
+from algo_helpers import (DIM, LR, MOMENTUM, NUM_CLASSES, WD, apply_fn, assert_trees_close,
+                          eager_round, init_params, make_problem, tmap)
+
 VMAP_ROLLED = ExecutionConfig("vmap", local_loop="rolled")
 UNROLLED = ExecutionConfig("unrolled", local_loop="unrolled")
-
-
-# ------------------------------------------------------------------------------------------
-# Helpers (kept in this file: no shared conftest).
-def apply_fn(params, x):
-  return x @ params["w"] + params["b"]
-
-
-def init_params(seed=0):
-  rng = np.random.default_rng(seed)
-  return {"w": jnp.asarray(0.5 * rng.normal(size=(DIM, NUM_CLASSES)), jnp.float32),
-          "b": jnp.asarray(0.1 * rng.normal(size=(NUM_CLASSES,)), jnp.float32)}
-
-
-def make_problem(sizes, seed=0):
-  """Data of len(sizes) clients with `sizes` examples each; returns (TrainData, client_indices)."""
-  rng = np.random.default_rng(seed)
-  n = int(sum(sizes))
-  x = rng.normal(size=(n, DIM)).astype(np.float32)
-  # Client-dependent label skew so that local models drift apart.
-  y = np.concatenate([(rng.integers(0, NUM_CLASSES, s) * (c % 2) + c) % NUM_CLASSES
-                      for c, s in enumerate(sizes)]).astype(np.int32)
-  bounds = np.cumsum([0, *sizes])
-  parts = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(sizes))]
-  return TrainData(jnp.asarray(x), jnp.asarray(y)), parts
 
 
 def lr_at(t):
@@ -68,18 +44,6 @@ def run_rounds(alg, params, data, sampler, num_rounds, execution=VMAP_ROLLED, co
         server_state, table, data, cohort,
         RoundInfo(jnp.int32(t), jnp.float32(lr_at(t)), sampler.num_clients), jax.random.key(0))
   return server_state, table, metrics
-
-
-def assert_trees_close(a, b, atol=1e-5, rtol=1e-5):
-  la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(la, lb):
-    np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64),
-                               atol=atol, rtol=rtol)
-
-
-def tmap(f, *trees):
-  return jax.tree.map(f, *trees)
 
 
 def row(table, m):
@@ -322,22 +286,6 @@ def test_kl_zero_at_ema_and_gradient_finite_differences():
                                rtol=1e-12)
 
 
-def _eager_round(alg, params, batch, num_clients=4):
-  """One client, one step, server update; eager (no engine): cheap builder checks."""
-  rinfo = RoundInfo(jnp.int32(0), jnp.float32(0.1), num_clients)
-  info = ClientInfo(jnp.int32(0), jnp.float32(6), jnp.int32(1), jnp.float32(1))
-  ss = alg.server_init(params)
-  bcast = alg.broadcast(ss, rinfo)
-  cs = alg.client_state_init(params)
-  local = alg.client_init(bcast, cs, info, rinfo)
-  for _ in range(2):
-    local, _ = alg.local_step(local, batch, jax.random.key(0), rinfo)
-  up, cs = alg.client_finalize(local, bcast, cs, info, rinfo)
-  stack = lambda t: tmap(lambda a: a[None], t)
-  ss = alg.server_update(ss, stack(up), jnp.ones((1,)), jnp.ones((1,)), rinfo)
-  return ss, cs
-
-
 def test_communication_and_builders():
   opt = common.local_sgd()
   assert (fed_gmt(apply_fn, opt).communication.down,
@@ -353,21 +301,21 @@ def test_communication_and_builders():
   params = init_params(12)
   built = build_fed_gmt(cfg, apply_fn)
   assert built.name == "fedgmt" and built.communication.down == 2
-  assert_trees_close(_eager_round(built, params, batch),
-                     _eager_round(fed_gmt(apply_fn, common.local_sgd(0.9, 1e-5), gamma=1.0,
+  assert_trees_close(eager_round(built, params, batch),
+                     eager_round(fed_gmt(apply_fn, common.local_sgd(0.9, 1e-5), gamma=1.0,
                                           tau=3.0, alpha=0.95, beta=10.0), params, batch),
                      atol=0, rtol=0)
   cfg.algorithm.name = "fedgmt_v2"
   built = build_fed_gmt_v2(cfg, apply_fn)
   assert built.communication.down == 1
-  assert_trees_close(_eager_round(built, params, batch),
-                     _eager_round(fed_gmt_v2(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.5),
+  assert_trees_close(eager_round(built, params, batch),
+                     eager_round(fed_gmt_v2(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.5),
                                   params, batch), atol=0, rtol=0)
   # Overrides are read.
   cfg.algorithm.fedgmt_v2 = {"gamma": 0.5, "tau": 2.0, "alpha": 0.9, "beta": 100.0,
                              "bookkeeping": "authors", "v2_ema_init": "w0"}
-  assert_trees_close(_eager_round(build_fed_gmt_v2(cfg, apply_fn), params, batch),
-                     _eager_round(fed_gmt_v2(apply_fn, common.local_sgd(0.9, 1e-5), gamma=0.5,
+  assert_trees_close(eager_round(build_fed_gmt_v2(cfg, apply_fn), params, batch),
+                     eager_round(fed_gmt_v2(apply_fn, common.local_sgd(0.9, 1e-5), gamma=0.5,
                                              tau=2.0, alpha=0.9, beta=100.0,
                                              bookkeeping="authors", v2_ema_init="w0"),
                                   params, batch), atol=0, rtol=0)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.core import losses, tree
+from fedjax_sharp.core import losses
 
 ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, x) -> logits
 

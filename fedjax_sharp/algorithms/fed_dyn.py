@@ -63,7 +63,7 @@ def prox_gradient(params, anchor, alpha: float, prox: str = "squared"):
     return tree.scale(0.5 * alpha, tree.normalize(tree.sub(params, anchor)))
   if prox == "none":
     return tree.zeros_like(params)
-  raise ValueError(f"algorithm.prox={prox!r} is not one of {list(PROX_MODES)}")
+  raise ValueError(f"algorithm.feddyn.prox={prox!r} is not one of {list(PROX_MODES)}")
 
 
 def fed_dyn(apply_fn: common.ApplyFn, client_optimizer: optax.GradientTransformation,
@@ -71,9 +71,9 @@ def fed_dyn(apply_fn: common.ApplyFn, client_optimizer: optax.GradientTransforma
             name: str = "feddyn") -> FederatedAlgorithm:
   """FedDyn with dual coefficient `alpha` and proximal term `prox` (see module docstring)."""
   if prox not in PROX_MODES:
-    raise ValueError(f"algorithm.prox={prox!r} is not one of {list(PROX_MODES)}")
+    raise ValueError(f"algorithm.feddyn.prox={prox!r} is not one of {list(PROX_MODES)}")
   if not alpha > 0:
-    raise ValueError(f"algorithm.alpha must be > 0 for FedDyn, got {alpha}")
+    raise ValueError(f"algorithm.feddyn.alpha must be > 0, got {alpha}")
   loss_fn = common.cross_entropy_loss(apply_fn)
 
   def server_init(params):

@@ -112,24 +112,25 @@ def client_dual(client_state: FedGMTClientState, beta: float, bookkeeping: str =
   return tree.scale(-1.0 / beta, client_state.dual)
 
 
-def _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init):
+def _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init, prefix):
   if gamma < 0:
-    raise ValueError(f"algorithm.gamma must be >= 0, got {gamma}")
+    raise ValueError(f"{prefix}.gamma must be >= 0, got {gamma}")
   if not tau > 0:
-    raise ValueError(f"algorithm.tau must be > 0, got {tau}")
+    raise ValueError(f"{prefix}.tau must be > 0, got {tau}")
   if not 0.0 <= alpha <= 1.0:
-    raise ValueError(f"algorithm.alpha must be in [0, 1], got {alpha}")
+    raise ValueError(f"{prefix}.alpha must be in [0, 1], got {alpha}")
   if not beta > 0:
-    raise ValueError(f"algorithm.beta must be > 0, got {beta}")
+    raise ValueError(f"{prefix}.beta must be > 0, got {beta}")
   if bookkeeping not in BOOKKEEPINGS:
-    raise ValueError(f"algorithm.bookkeeping={bookkeeping!r} is not one of {list(BOOKKEEPINGS)}")
+    raise ValueError(f"{prefix}.bookkeeping={bookkeeping!r} is not one of {list(BOOKKEEPINGS)}")
   if v2_ema_init not in V2_EMA_INITS:
-    raise ValueError(f"algorithm.v2_ema_init={v2_ema_init!r} is not one of {list(V2_EMA_INITS)}")
+    raise ValueError(f"{prefix}.v2_ema_init={v2_ema_init!r} is not one of {list(V2_EMA_INITS)}")
 
 
 def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookkeeping,
              tau_squared, v2, v2_ema_init, name) -> FederatedAlgorithm:
-  _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init)
+  _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init,
+            prefix="algorithm.fedgmt_v2" if v2 else "algorithm.fedgmt")
   alpha, beta = float(alpha), float(beta)
   loss_fn = trajectory_loss(apply_fn, gamma, tau, tau_squared)
   authors = admm and bookkeeping == "authors"

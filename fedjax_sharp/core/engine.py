@@ -24,7 +24,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Callable
 
 import flax.struct
 import jax
