@@ -39,5 +39,6 @@ def get_config():
   c.local.weight_decay = 1e-5
   c.rounds = 500
   c.eval.every = 5
+  c.checkpoint_every = 25
   c.eval.last_n = 50
   return c

@@ -63,5 +63,6 @@ def get_config(arg: str = "cifar10,dir0.1"):
   c.local.weight_decay = 1e-5
   c.rounds = 500
   c.eval.every = 5
+  c.checkpoint_every = 25
   c.eval.last_n = 50
   return c

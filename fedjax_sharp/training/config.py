@@ -75,6 +75,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.last_n = 20               # report mean/std of test accuracy over the last N rounds
   c.eval.target_accuracy = 0.0     # report the first round reaching it (0 = off)
   c.log_every = 1                  # progress line every k rounds
+  c.checkpoint_every = 0           # > 0: save server + client state every k rounds (workdir)
+  c.resume = True                  # continue from <workdir>/checkpoint.msgpack if present
   return c
 
 
@@ -121,5 +123,7 @@ def validate(config) -> None:
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
   _check(config.eval.every >= 1, "eval.every", f"must be >= 1, got {config.eval.every}")
   _check(config.eval.last_n >= 1, "eval.last_n", f"must be >= 1, got {config.eval.last_n}")
+  _check(config.checkpoint_every >= 0, "checkpoint_every",
+         f"must be >= 0 (0 = off), got {config.checkpoint_every}")
   _check(config.eval.batch_size >= 1, "eval.batch_size",
          f"must be >= 1, got {config.eval.batch_size}")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -13,6 +14,7 @@ import time
 from typing import Any, Callable
 
 from absl import logging
+import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -124,11 +126,40 @@ def build_experiment(config) -> Experiment:
                     model_bytes=tree.num_bytes(params))
 
 
+CHECKPOINT = "checkpoint.msgpack"
+
+
+def save_checkpoint(workdir: str, next_round: int, server_state, client_table,
+                    bytes_total: int) -> None:
+  """Atomically writes everything needed to continue at `next_round`.
+
+  Cohorts, data order and device keys depend only on (seed, round), so nothing else is needed
+  for a resumed run to be identical to an uninterrupted one (tested).
+  """
+  state = {"next_round": next_round, "bytes_total": bytes_total,
+           "server": jax.device_get(server_state), "clients": jax.device_get(client_table)}
+  metrics_lib.atomic_write_bytes(os.path.join(workdir, CHECKPOINT),
+                                 flax.serialization.to_bytes(state))
+
+
+def load_checkpoint(workdir: str, server_state, client_table):
+  """Returns (next_round, server_state, client_table, bytes_total), or None if absent."""
+  path = os.path.join(workdir, CHECKPOINT)
+  if not os.path.exists(path):
+    return None
+  template = {"next_round": 0, "bytes_total": 0, "server": server_state, "clients": client_table}
+  with open(path, "rb") as f:
+    state = flax.serialization.from_bytes(template, f.read())
+  as_device = lambda tree: jax.tree.map(jnp.asarray, tree)
+  return (int(state["next_round"]), as_device(state["server"]), as_device(state["clients"]),
+          int(state["bytes_total"]))
+
+
 class Progress:
   """One status line per `every` rounds: a bar with ETA on a terminal, log lines otherwise."""
 
-  def __init__(self, total: int, every: int = 1, stream=None):
-    self.total, self.every = total, max(1, every)
+  def __init__(self, total: int, every: int = 1, stream=None, start: int = 0):
+    self.total, self.every, self.start_round = total, max(1, every), start
     self.stream = stream or sys.stderr
     self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
     self.start = time.time()
@@ -137,7 +168,7 @@ class Progress:
     if done % self.every and done != self.total:
       return
     elapsed = time.time() - self.start
-    eta = elapsed / done * (self.total - done)
+    eta = elapsed / max(done - self.start_round, 1) * (self.total - done)
     acc = record.get("test_accuracy")
     acc_s = f"acc {acc:.4f}" if acc is not None else "acc   -   "
     text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
@@ -161,26 +192,33 @@ def run(config, workdir: str | None = None, progress: bool = True,
   exp = experiment or build_experiment(config)
   build_time = time.time() - t_build
   comm = exp.algorithm.communication
-  writer = None
+  server_state, client_table = exp.engine.init(exp.init_params)
+  start_round, bytes_total, records, writer = 0, 0, [], None
   if workdir:
     os.makedirs(workdir, exist_ok=True)
     metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
                                   config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
-    writer = metrics_lib.JsonlWriter(os.path.join(workdir, "metrics.jsonl"))
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    restored = load_checkpoint(workdir, server_state, client_table) if config.resume else None
+    if restored:
+      start_round, server_state, client_table, bytes_total = restored
+      # Keep the metrics of the checkpointed rounds only, then append.
+      records = [r for r in metrics_lib.read_jsonl(metrics_path) if r["round"] < start_round]
+      metrics_lib.atomic_write_text(metrics_path,
+                                    "".join(json.dumps(r) + "\n" for r in records))
+      logging.info("resuming %s from round %d (%s)", config.name, start_round, workdir)
+    writer = metrics_lib.JsonlWriter(metrics_path, truncate=not restored)
   logging.info("%s: %s on %s/%s, %d clients (%s), %d per round, cohort shape (C, S, B) = %s, "
                "model %s with %d parameters, engine %s", config.name, exp.algorithm.name,
                config.data.source, config.data.name, len(exp.client_indices),
                config.data.partition, config.clients_per_round, exp.sampler.shape,
                config.model.name, tree.num_elements(exp.init_params), exp.engine.execution)
 
-  server_state, client_table = exp.engine.init(exp.init_params)
   train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
-  bar = Progress(config.rounds, config.log_every) if progress else None
-  records = []
-  bytes_total = 0
-  t0 = time.time()
+  bar = Progress(config.rounds, config.log_every, start=start_round) if progress else None
+  t0 = time.time() - (records[-1]["wall_time_s"] if records else 0.0)
   try:
-    for t in range(config.rounds):
+    for t in range(start_round, config.rounds):
       t_round = time.time()
       cohort = exp.sampler.build(t)
       server_state, client_table, m = exp.engine.round(
@@ -211,6 +249,9 @@ def run(config, workdir: str | None = None, progress: bool = True,
       records.append(record)
       if writer:
         writer.write(record)
+        if config.checkpoint_every and ((t + 1) % config.checkpoint_every == 0
+                                        or t + 1 == config.rounds):
+          save_checkpoint(workdir, t + 1, server_state, client_table, bytes_total)
       if bar:
         bar.update(t + 1, record)
   finally:

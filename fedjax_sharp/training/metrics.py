@@ -25,13 +25,13 @@ def _jsonable(value: Any):
   return value
 
 
-def atomic_write_text(path: str, text: str) -> None:
+def atomic_write_bytes(path: str, data: bytes) -> None:
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=os.path.basename(path))
   try:
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -39,6 +39,10 @@ def atomic_write_text(path: str, text: str) -> None:
     if os.path.exists(tmp):
       os.unlink(tmp)
     raise
+
+
+def atomic_write_text(path: str, text: str) -> None:
+  atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_json(path: str, obj: Any) -> None:
