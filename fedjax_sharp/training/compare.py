@@ -6,10 +6,13 @@ accuracy, communication per round and to target, and wall time per round.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import csv
 import io
 import os
+import re
+import tempfile
 from typing import Sequence
 
 import numpy as np
@@ -22,20 +25,80 @@ COLUMNS = ("algorithm", "seeds", "acc_last_n_mean", "acc_last_n_std", "final_acc
            "relative_time")
 
 
+def parse_algorithms(spec: str) -> list[str]:
+  """Splits 'fedavg,fedgmt[admm=False,gamma=0]' at the commas outside brackets."""
+  items, depth, current = [], 0, ""
+  for ch in spec:
+    depth += ch == "["
+    depth -= ch == "]"
+    if ch == "," and depth == 0:
+      items.append(current.strip())
+      current = ""
+    else:
+      current += ch
+  if current.strip():
+    items.append(current.strip())
+  return items
+
+
+def parse_variant(variant: str) -> tuple[str, dict]:
+  """'fedgmt[admm=False,gamma=0]' -> ('fedgmt', {'admm': False, 'gamma': 0.0}).
+
+  Overrides go to the algorithm's block `config.algorithm.<name>`; values are parsed as Python
+  literals (True/False, numbers, quoted or bare strings).
+  """
+  if "[" not in variant:
+    return variant, {}
+  if not variant.endswith("]"):
+    raise ValueError(f"--algorithms: {variant!r} should look like name[key=value,...]")
+  name, body = variant[:-1].split("[", 1)
+  overrides = {}
+  for item in filter(None, (p.strip() for p in body.split(","))):
+    if "=" not in item:
+      raise ValueError(f"--algorithms: {item!r} in {variant!r} is not key=value")
+    key, value = (t.strip() for t in item.split("=", 1))
+    try:
+      overrides[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      overrides[key] = value
+  return name, overrides
+
+
+def configure_variant(config, variant: str, seed: int):
+  """A copy of `config` running `variant` (an algorithm name, optionally with overrides)."""
+  name, overrides = parse_variant(variant)
+  cfg = copy.deepcopy(config)
+  with cfg.unlocked():
+    cfg.algorithm.name = name
+    cfg.seed = int(seed)
+    if overrides:
+      if name not in cfg.algorithm:
+        raise ValueError(f"--algorithms: {name!r} has no hyperparameter block "
+                         f"config.algorithm.{name} to override")
+      block = cfg.algorithm[name]
+      for key, value in overrides.items():
+        if key not in block:
+          raise ValueError(f"config.algorithm.{name}.{key} does not exist; fields: "
+                           f"{sorted(block.keys())}")
+        block[key] = type(block[key])(value) if isinstance(block[key], float) else value
+  return cfg
+
+
 def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: str | None,
              progress: bool = True) -> dict[str, list[dict]]:
-  """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}."""
+  """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}.
+
+  Each run writes its own directory under `workdir` (a temporary one if None): the per-round
+  records are read back from its metrics.jsonl.
+  """
+  workdir = workdir or tempfile.mkdtemp(prefix="fedjax_sharp_compare_")
   results: dict[str, list[dict]] = {}
   for name in algorithms:
     for seed in seeds:
-      cfg = copy.deepcopy(config)
-      with cfg.unlocked():
-        cfg.algorithm.name = name
-        cfg.seed = int(seed)
-      run_dir = os.path.join(workdir, name, f"seed_{seed}") if workdir else None
+      cfg = configure_variant(config, name, seed)
+      run_dir = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.=-]+", "_", name), f"seed_{seed}")
       summary = loop.run(cfg, run_dir, progress=progress)
-      records = (metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl")) if run_dir
-                 else summary.pop("records", []))
+      records = metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
       results.setdefault(name, []).append({"summary": summary, "records": records})
   return results
 
