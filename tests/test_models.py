@@ -1,0 +1,41 @@
+"""Models: architectures match the papers (parameter counts by hand), pooling, registry."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fedjax_sharp.models import count_params, get_model, init_params, max_pool_2x2
+
+
+@pytest.mark.parametrize("name,shape,expected", [
+    # conv1 5*5*1*32+32 + conv2 5*5*32*64+64 + fc1 (7*7*64)*512+512 + fc2 512*10+10
+    ("mcmahan_cnn", (28, 28, 1), 832 + 51_264 + 1_606_144 + 5_130),
+    # same with 3 input channels and an 8*8*64 = 4096-wide flatten
+    ("mcmahan_cnn", (32, 32, 3), 2_432 + 51_264 + 2_097_664 + 5_130),
+    # conv 64 5x5 VALID (x2), flatten 5*5*64 = 1600, fc 384, fc 192, fc 10
+    ("lenet5", (32, 32, 3), 4_864 + 102_464 + 614_784 + 73_920 + 1_930),
+    ("mlp", (28, 28, 1), 784 * 200 + 200 + 200 * 200 + 200 + 200 * 10 + 10),
+    ("linear", (8, 8, 1), 64 * 10 + 10),
+])
+def test_parameter_counts_match_the_papers_architectures(name, shape, expected):
+  model = get_model(name, 10)
+  params = init_params(model, jax.random.key(0), shape)
+  assert count_params(params) == expected
+  logits = model.apply({"params": params}, jnp.zeros((3, *shape)))
+  assert logits.shape == (3, 10)
+
+
+def test_max_pool_2x2_equals_flax_max_pool_values_and_gradients():
+  x = jax.random.normal(jax.random.key(1), (2, 6, 8, 3))
+  ours = lambda x: max_pool_2x2(x)
+  ref = lambda x: nn.max_pool(x, (2, 2), strides=(2, 2))
+  np.testing.assert_array_equal(ours(x), ref(x))
+  g_ours = jax.grad(lambda x: jnp.sum(ours(x) ** 2))(x)
+  g_ref = jax.grad(lambda x: jnp.sum(ref(x) ** 2))(x)
+  np.testing.assert_allclose(g_ours, g_ref, rtol=1e-6)
+
+
+def test_unknown_model_names_the_field():
+  with pytest.raises(ValueError, match=r"model\.name='resnet1000' is not one of"):
+    get_model("resnet1000", 10)
