@@ -21,48 +21,12 @@ Paper numbers (CIFAR-10 CNN; FedAvg / FedDyn / FedGMT / FedGMT-v2):
     Path(2)  65.28 / 74.13 / 78.04 / 78.01     Dir(0.01) 61.94 / 70.52 / 74.67 / 74.11
 The Fashion-MNIST rows are this library's own (no paper numbers); see BUILD_NOTES.md.
 """
-from fedjax_sharp.training.config import base_config
-
-ROWS = {
-    "path10": dict(partition="pathological", shards_per_client=10),
-    "path4": dict(partition="pathological", shards_per_client=4),
-    "path2": dict(partition="pathological", shards_per_client=2),
-    "dir1.0": dict(partition="dirichlet", alpha=1.0, long_tail=True),
-    "dir0.1": dict(partition="dirichlet", alpha=0.1, long_tail=True),
-    "dir0.01": dict(partition="dirichlet", alpha=0.01, long_tail=True),
-}
-DATASETS = {
-    "cifar10": dict(source="tfds", name="cifar10", augment="crop_flip"),
-    "fashion_mnist": dict(source="idx", name="fashion_mnist", augment="none"),
-}
+from fedjax_sharp.training.paper_configs import FEDGMT_DATASETS, FEDGMT_ROWS, fedgmt_paper_config
 
 
 def get_config(arg: str = "cifar10,dir0.1"):
   parts = [p.strip() for p in arg.split(",")]
-  if len(parts) != 2 or parts[0] not in DATASETS or parts[1] not in ROWS:
+  if len(parts) != 2 or parts[0] not in FEDGMT_DATASETS or parts[1] not in FEDGMT_ROWS:
     raise ValueError(f"config argument {arg!r}: expected 'DATASET,ROW' with DATASET in "
-                     f"{sorted(DATASETS)} and ROW in {list(ROWS)}")
-  dataset, row = parts
-  c = base_config()
-  c.name = f"fedgmt_table2_{dataset}_{row}"
-  c.data.num_clients = 100
-  c.data.dirichlet_mode = "label"
-  c.data.imbalance_factor = 2.0
-  c.data.update(DATASETS[dataset])
-  c.data.update(ROWS[row])
-  c.clients_per_round = 10
-  # FedGMT Algorithm 1 (line 17) and FedDyn average the cohort uniformly (1/N); the spec's
-  # example-count default would break the identity w = mean(w_m - beta u_m) = avg - beta u.
-  c.aggregation = "uniform"
-  c.model.name = "mcmahan_cnn"
-  c.local.epochs = 5
-  c.local.batch_size = 50
-  c.local.lr = 0.01
-  c.local.lr_decay = 0.998
-  c.local.momentum = 0.9
-  c.local.weight_decay = 1e-5
-  c.rounds = 500
-  c.eval.every = 5
-  c.checkpoint_every = 25
-  c.eval.last_n = 50
-  return c
+                     f"{sorted(FEDGMT_DATASETS)} and ROW in {list(FEDGMT_ROWS)}")
+  return fedgmt_paper_config(*parts)
