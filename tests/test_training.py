@@ -167,32 +167,24 @@ def test_ablation_variant_with_gamma0_no_admm_equals_fedavg(tmp_path):
   np.testing.assert_allclose(a, b, rtol=1e-5)
 
 
-def _load_config_file(path, arg=None):
-  import importlib.util
-  spec = importlib.util.spec_from_file_location("cfg_under_test", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(arg) if arg is not None else module.get_config()
-
-
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
 
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(CONFIG_DIR) if f.endswith(".py")))
 def test_every_config_file_loads_and_validates(name):
-  config_lib.validate(_load_config_file(os.path.join(CONFIG_DIR, name)))
+  config_lib.validate(config_lib.load_config_file(os.path.join(CONFIG_DIR, name)))
 
 
 def test_fedgmt_table2_rows_follow_the_paper():
   from fedjax_sharp.training.paper_configs import FEDGMT_ROWS
   path = os.path.join(CONFIG_DIR, "fedgmt_table2.py")
   for row in FEDGMT_ROWS:
-    c = _load_config_file(path, f"cifar10,{row}")
+    c = config_lib.load_config_file(path, f"cifar10,{row}")
     config_lib.validate(c)
     assert (c.local.epochs, c.local.batch_size, c.local.lr, c.rounds) == (5, 50, 0.01, 500)
     assert c.aggregation == "uniform" and c.data.augment == "crop_flip"
-  assert _load_config_file(path, "cifar10,path2").data.shards_per_client == 2
-  dir001 = _load_config_file(path, "fashion_mnist,dir0.01")
+  assert config_lib.load_config_file(path, "cifar10,path2").data.shards_per_client == 2
+  dir001 = config_lib.load_config_file(path, "fashion_mnist,dir0.01")
   assert dir001.data.alpha == 0.01 and dir001.data.long_tail and dir001.data.source == "idx"
   with pytest.raises(ValueError, match="DATASET,ROW"):
-    _load_config_file(path, "cifar10,dir0.5")
+    config_lib.load_config_file(path, "cifar10,dir0.5")

@@ -80,6 +80,15 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
+def load_config_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
+  """`get_config([arg])` of a config file, as `--config=path[:arg]` would (for notebooks, tests)."""
+  import importlib.util
+  spec = importlib.util.spec_from_file_location("fedjax_sharp_config_file", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg) if arg is not None else module.get_config()
+
+
 def _check(cond: bool, field: str, message: str) -> None:
   if not cond:
     raise ValueError(f"{field} {message}")

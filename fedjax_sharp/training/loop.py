@@ -257,10 +257,15 @@ def run(config, workdir: str | None = None, progress: bool = True,
   finally:
     if writer:
       writer.close()
-    if workdir and records:
-      summary = metrics_lib.summarize(records, config.eval.last_n, config.eval.target_accuracy)
+    # Written even when a round raises: the summary of the rounds that did finish.
+    summary = _summarize_run(config, exp, records, build_time) if records else None
+    if workdir and summary:
       metrics_lib.atomic_write_json(os.path.join(workdir, "summary.json"), summary)
+  return summary
 
+
+def _summarize_run(config, exp: Experiment, records: list[dict], build_time: float) -> dict:
+  comm = exp.algorithm.communication
   summary = metrics_lib.summarize(records, config.eval.last_n, config.eval.target_accuracy)
   summary.update({
       "name": config.name, "algorithm": exp.algorithm.name, "seed": config.seed,
@@ -270,6 +275,4 @@ def run(config, workdir: str | None = None, progress: bool = True,
       "traces": exp.engine.trace_count,
       "communication": {"down": comm.down, "up": comm.up, "model_bytes": exp.model_bytes},
   })
-  if workdir:
-    metrics_lib.atomic_write_json(os.path.join(workdir, "summary.json"), summary)
   return summary
