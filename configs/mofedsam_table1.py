@@ -5,10 +5,12 @@ MimeLite, FedSAM, MoFedSAM on EMNIST, CIFAR-10 and CIFAR-100.
         --algorithms=fedavg,scaffold,fedcm,mimelite,fedsam,mofedsam --seeds=0,1,2 \
         --workdir=runs/mofedsam_t1_cifar10
 
-DATASET (the argument after ':'): cifar10, cifar100 (TFDS; prepare once with network:
-`pip install '.[prepare]' && tfds build cifar10`) or emnist (an `.npz` file with x_train,
-y_train, x_test, y_test of 28x28x1 uint8 images: `--config.data.path=emnist.npz`; the TFDS
-EMNIST loader arrives with the datasets issue).
+DATASET (the argument after ':'): cifar10, cifar100, emnist (TFDS; prepare once with network:
+`pip install '.[prepare]' && tfds build cifar10`; EMNIST is TFDS's byclass config, 62 classes,
+turned upright by the loader). An `.npz` also works: `--config.data.source=npz
+--config.data.path=emnist.npz`. The writers' natural split (federated EMNIST from a TFF/fedjax
+HDF5 file) is `--config.data.source=federated_h5 --config.data.path=fed_emnist_train.h5
+--config.data.partition=natural --config.data.num_clients=100` (a seeded subset of writers).
 
 Paper (Table 1; validation accuracy mean (std), rounds to 80% / 80% / 50%):
                  EMNIST              CIFAR-10            CIFAR-100
@@ -25,14 +27,15 @@ defaults of FL-Simulator (woodenchild95, the only public MoFedSAM code): 100 cli
 round, Dirichlet(0.6) label split, E = 5, B = 50, lr 0.1 decayed by 0.998 per round, no
 client momentum, weight decay 1e-3, rho = 0.1, MoFedSAM/FedCM beta (FL-Simulator's alpha)
 = 0.1, MimeLite beta = 0.9; 1,000 rounds (the slowest method in the table needs ~900 to reach
-its target); the McMahan CNN (the paper's ResNet is not in the model zoo yet); uniform cohort
-averaging; test accuracy every 5 rounds, mean over the last 100 rounds. Expect the ordering
-MoFedSAM > FedCM ~ MimeLite > FedSAM > FedAvg > SCAFFOLD rather than the exact numbers.
+its target); the McMahan CNN (the slides say ResNet without saying which; `resnet18` is in
+the model zoo: `--config.model.name=resnet18`); uniform cohort averaging; test accuracy every
+5 rounds, mean over the last 100 rounds. Expect the ordering MoFedSAM > FedCM ~ MimeLite >
+FedSAM > FedAvg > SCAFFOLD rather than the exact numbers.
 """
 from fedjax_sharp.training.config import base_config
 
 DATASETS = {
-    "emnist": dict(source="npz", name="emnist", target=0.80),
+    "emnist": dict(source="tfds", name="emnist", target=0.80),
     "cifar10": dict(source="tfds", name="cifar10", target=0.80),
     "cifar100": dict(source="tfds", name="cifar100", target=0.50),
 }

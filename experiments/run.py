@@ -3,6 +3,7 @@
     python experiments/run.py --config=configs/fashion_mnist_cnn.py --workdir=runs/fmnist \
         --config.algorithm.name=fedavg --config.rounds=50
     python experiments/run.py --config=configs/demo.py --print_config   # every field, commented
+    python experiments/run.py --config=configs/demo.py --save_partition=/tmp/part.json  # and exit
 
 Writes `<workdir>/config.json` (the resolved config), `<workdir>/metrics.jsonl` (one line per
 round: train loss, test loss/accuracy, wall time, bytes communicated) and `<workdir>/summary.json`
@@ -23,6 +24,11 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a config file
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where to write config, metrics and summary.")
 _PRINT_PARTITION = flags.DEFINE_bool("print_partition", False,
                                      "Print per-client label histograms and exit.")
+_SAVE_PARTITION = flags.DEFINE_string(
+    "save_partition", None,
+    "Write the run's client partition to this .json or .npz file (format: README, "
+    "fedjax_sharp/data/partition_files.py) and exit; load it back with "
+    "--config.data.partition=file --config.data.partition_path=PATH.")
 _PRINT_CONFIG = flags.DEFINE_bool("print_config", False,
                                   "Print the resolved config, one commented field a line, and exit.")
 
@@ -38,11 +44,20 @@ def main(argv):
   if _PRINT_CONFIG.value:
     print(cli.format_config(config), end="")
     return
-  if _PRINT_PARTITION.value:
+  if _PRINT_PARTITION.value or _SAVE_PARTITION.value:
     dataset = data_lib.load_dataset(config.data)
-    parts = data_lib.partition_dataset(dataset.y_train, config.data, seed=config.seed)
-    hist = data_lib.label_histograms(dataset.y_train, parts, dataset.num_classes)
-    print(data_lib.format_histograms(hist))
+    parts = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
+    if _PRINT_PARTITION.value:
+      hist = data_lib.label_histograms(dataset.y_train, parts, dataset.num_classes)
+      print(data_lib.format_histograms(hist))
+    if _SAVE_PARTITION.value:
+      meta = {"data": config.data.to_dict(), "seed": config.seed}
+      data_lib.save_partition(_SAVE_PARTITION.value, parts, meta,
+                              num_examples=len(dataset.y_train),
+                              client_ids=data_lib.natural_client_ids(dataset, config.data,
+                                                                     config.seed))
+      print(f"wrote {len(parts)} clients ({sum(len(p) for p in parts)} examples) to "
+            f"{_SAVE_PARTITION.value}")
     return
   if not _WORKDIR.value:
     logging.warning("no --workdir: nothing will be saved (metrics are only printed)")

@@ -123,8 +123,9 @@ class RoundEngine:
     algorithm: the FederatedAlgorithm.
     num_clients: M, the size of the client-state table.
     execution: ExecutionConfig ('auto' fields are resolved for the current backend).
-    preprocess: `(x_batch, key) -> x_float` applied to every gathered batch inside jit
-      (normalisation, augmentation). Default: cast to float32.
+    preprocess: `(x_batch, key) -> model input` applied to every gathered batch inside jit
+      (normalisation, augmentation). Default: uint8 images cast to float32, other inputs (e.g.
+      int32 token ids) unchanged.
     donate: donate server state and client table buffers (ignored on CPU).
   """
 
@@ -136,7 +137,10 @@ class RoundEngine:
     self.algorithm = algorithm
     self.num_clients = int(num_clients)
     self.execution = execution.resolved()
-    self.preprocess = preprocess or (lambda x, key: x.astype(jnp.float32))
+    # Default: uint8 images become float32; anything else (token ids, float features) passes
+    # through unchanged.
+    self.preprocess = preprocess or (
+        lambda x, key: x.astype(jnp.float32) if x.dtype == jnp.uint8 else x)
     self.trace_counts = collections.Counter()
     donated = (0, 1) if (donate and jax.default_backend() != "cpu") else ()
     self._jit_round = jax.jit(self._counted("round", self._round), donate_argnums=donated)

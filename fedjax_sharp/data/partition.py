@@ -1,8 +1,14 @@
-"""Client partitions of a training set: IID, Dirichlet (two flavours), pathological shards.
+"""Client partitions of a training set: IID, Dirichlet (two flavours), pathological shards,
+a partition read from a file, and a dataset's natural partition (users / writers).
 
 All functions are NumPy only, deterministic given `seed` (an int or a
 `np.random.Generator`, which is then advanced), and return one sorted int64 index array
-into the training set per client. Every client is non-empty and no index is used twice.
+into the training set per client. Every client is non-empty and no index is used twice
+(a partition file may allow duplicates: `data.partition_allow_duplicates`).
+
+`partition(labels_or_dataset, data_cfg, seed)` dispatches on `data.partition`:
+'iid' | 'dirichlet' | 'pathological' | 'file' (`data.partition_path`; format in
+`partition_files`) | 'natural' (the dataset's own clients: pass the dataset, not its labels).
 """
 from __future__ import annotations
 
@@ -11,7 +17,11 @@ from typing import Any
 
 import numpy as np
 
-PARTITIONS = ("dirichlet", "iid", "pathological")
+from fedjax_sharp.data import partition_files
+
+PARTITIONS = ("dirichlet", "file", "iid", "natural", "pathological")
+# Partitions that come from outside (a file, the dataset): data.num_clients = 0 means "all".
+EXTERNAL_PARTITIONS = ("file", "natural")
 DIRICHLET_MODES = ("balanced", "label")
 
 _log = logging.getLogger(__name__)
@@ -285,20 +295,89 @@ def _field(cfg, name, default=None, required=False, what=""):
   return value
 
 
-def partition(labels: np.ndarray, data_cfg: Any, seed) -> list[np.ndarray]:
+def _external_partition(kind, labels, dataset, data_cfg, seed) -> list[np.ndarray]:
+  """'file' and 'natural' (see `partition`)."""
+  n = labels.shape[0]
+  num_clients = _field(data_cfg, "num_clients", 0)
+  if isinstance(num_clients, bool) or int(num_clients) != num_clients or num_clients < 0:
+    raise ValueError(f"data.num_clients must be an integer >= 0 (0 = every client of the "
+                     f"{kind}) for data.partition={kind!r}, got {num_clients}")
+  num_clients = int(num_clients)
+  if bool(_field(data_cfg, "long_tail", False)):
+    raise ValueError(f"data.long_tail=True cannot be combined with data.partition={kind!r} "
+                     f"(the clients are given); set data.long_tail=False")
+  if kind == "file":
+    path = _field(data_cfg, "partition_path", "") or ""
+    if not path:
+      raise ValueError("data.partition_path must name a .json or .npz partition file for "
+                       "data.partition='file'")
+    allow = bool(_field(data_cfg, "partition_allow_duplicates", False))
+    return partition_files.load_partition(str(path), n, num_clients or None,
+                                          allow_duplicates=allow)
+  # natural
+  natural = getattr(dataset, "train_clients", None) if dataset is not None else None
+  if natural is None:
+    if dataset is None:
+      raise ValueError("data.partition='natural' needs the dataset, not only its labels: call "
+                       "partition_dataset(dataset, data_cfg, seed)")
+    raise ValueError(f"data.partition='natural': dataset {getattr(dataset, 'name', '?')!r} has "
+                     f"no natural clients (data.source 'landmarks_csv', 'federated_h5' and "
+                     f"'federated_sqlite' have); use 'iid', 'dirichlet', 'pathological' or "
+                     f"'file'")
+  parts = [np.asarray(c, dtype=np.int64) for c in natural]
+  if num_clients and num_clients != len(parts):
+    if num_clients > len(parts):
+      raise ValueError(f"data.num_clients={num_clients} but the dataset has only {len(parts)} "
+                       f"natural clients (0 = all of them)")
+    chosen = np.sort(_rng(seed).choice(len(parts), size=num_clients, replace=False))
+    _log.warning("data.partition='natural': using %d of the %d natural clients (a seeded "
+                 "random subset; data.num_clients=0 uses all)", num_clients, len(parts))
+    parts = [parts[i] for i in chosen]
+  return _finish(parts)
+
+
+def natural_client_ids(dataset: Any, data_cfg: Any, seed) -> list[str] | None:
+  """The source ids (writer / user ids) of the clients `partition` returns for 'natural'."""
+  ids = getattr(dataset, "client_ids", None)
+  if ids is None or _field(data_cfg, "partition", "iid") != "natural":
+    return None
+  num_clients = int(_field(data_cfg, "num_clients", 0) or 0)
+  if not num_clients or num_clients == len(ids):
+    return list(ids)
+  chosen = np.sort(_rng(seed).choice(len(ids), size=num_clients, replace=False))
+  return [ids[i] for i in chosen]
+
+
+def partition(labels: Any, data_cfg: Any, seed) -> list[np.ndarray]:
   """Partitions a training set as `data_cfg` says; returns indices into `labels`.
 
-  Fields: partition ('iid' | 'dirichlet' | 'pathological'), num_clients, alpha
-  (dirichlet), dirichlet_mode ('label' default | 'balanced'), min_size (label mode,
-  default 1), examples_per_client (balanced mode, default N // num_clients),
+  `labels` is the int labels of the training split, or the dataset itself (`ArrayDataset`
+  or `TokenDataset`; needed for 'natural').
+
+  Fields: partition ('iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'),
+  num_clients, alpha (dirichlet), dirichlet_mode ('label' default | 'balanced'), min_size
+  (label mode, default 1), examples_per_client (balanced mode, default N // num_clients),
   shards_per_client (pathological, default 2), long_tail (default False) and
   imbalance_factor (default 2.0): with long_tail, `long_tail` is applied first and the
   returned indices still point into the ORIGINAL training set.
+
+  'file': partition_path (.json / .npz, see `partition_files`), partition_allow_duplicates
+  (default False); num_clients must equal the file's client count, or be 0 (take the file's).
+  'natural': the dataset's `train_clients` (users / writers); num_clients = 0 takes all of
+  them, a smaller number a seeded random subset of clients (in source order). long_tail
+  is refused for both.
   """
+  dataset = None
+  if hasattr(labels, "y_train"):
+    dataset, labels = labels, labels.y_train
   labels = np.asarray(labels).reshape(-1)
   kind = _field(data_cfg, "partition", "iid")
   if kind not in PARTITIONS:
-    raise ValueError(f"data.partition={kind!r} is not one of {sorted(PARTITIONS)}")
+    drawn = sorted(set(PARTITIONS) - set(EXTERNAL_PARTITIONS))
+    raise ValueError(f"data.partition={kind!r} is not one of {drawn} (drawn at random) or "
+                     f"{sorted(EXTERNAL_PARTITIONS)} (given by a file / the dataset)")
+  if kind in EXTERNAL_PARTITIONS:
+    return _external_partition(kind, labels, dataset, data_cfg, seed)
   num_clients = _field(data_cfg, "num_clients", required=True)
   if isinstance(num_clients, bool) or int(num_clients) != num_clients or num_clients < 1:
     raise ValueError(f"data.num_clients must be a positive integer, got {num_clients}")

@@ -1,11 +1,30 @@
-"""Data sources: an embedded default (digits), IDX files, `.npz` files and TFDS.
+"""Data sources: an embedded default (digits), IDX files, `.npz` files, TFDS, and local files.
 
-Every loader returns an `ArrayDataset` (uint8 `[N, H, W, C]` images, int32 labels).
-Nothing here imports TensorFlow or tensorflow_datasets at module import time: TFDS is
-imported inside `load_tfds` only.
+Image loaders return an `ArrayDataset` (uint8 `[N, H, W, C]` images, int32 labels); text
+loaders a `TokenDataset` (int32 `[N, L]` token ids + the vocabulary). `load_dataset(data_cfg)`
+dispatches on `data.source`:
+
+  'embedded'          the UCI digits shipped with the package.
+  'idx'               MNIST-style IDX files (`load_idx`).
+  'npz'               x_train / y_train / x_test / y_test arrays (`load_npz`).
+  'tfds'              a prepared TFDS dataset (`load_tfds`, `load_tfds_text`): cifar10,
+                      cifar100 (fine labels), mnist, fashion_mnist, emnist[/byclass, bymerge,
+                      balanced, letters, digits, mnist] (turned upright: TFDS stores EMNIST
+                      transposed), ag_news_subset (text).
+  'imagefolder'       `<path>/{train,test[,valid]}/<class>/*.png` (CINIC-10 layout).
+  'landmarks_csv'     Landmarks-User-160k split CSVs + a local image directory; natural
+                      partition by user.
+  'federated_h5'      TFF/fedjax Federated EMNIST HDF5 (`examples/<client>/{pixels,label}`);
+                      natural partition by writer.
+  'federated_sqlite'  TFF's SQLite client data (`examples(split_name, client_id,
+                      serialized_example_proto)`); natural partition by client.
+
+The last four live in `federated_files`. Nothing here imports TensorFlow or
+tensorflow_datasets at module import time (TFDS, pillow and h5py are imported lazily).
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import logging
 import os
@@ -14,7 +33,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fedjax_sharp.data import text as text_lib
 from fedjax_sharp.data.types import ArrayDataset
+from fedjax_sharp.data.types import TokenDataset
 from fedjax_sharp.errors import DataError
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets")
@@ -26,6 +47,7 @@ DATASET_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
     "mnist": ((0.1307,), (0.3081,)),
     "fashion_mnist": ((0.2860,), (0.3530,)),
+    "cinic10": ((0.47889522, 0.47227842, 0.43047404), (0.24205776, 0.23828046, 0.25874835)),
 }
 
 # Datasets `load_dataset(data.source='tfds')` accepts: name -> (image key, label key,
@@ -35,6 +57,27 @@ TFDS_DATASETS: dict[str, tuple[str, str, str, str]] = {
     "cifar100": ("image", "label", "train", "test"),  # 'label' = the 100 fine labels.
     "fashion_mnist": ("image", "label", "train", "test"),
     "mnist": ("image", "label", "train", "test"),
+    # EMNIST: 'emnist' is TFDS's default config, byclass. Images are turned upright.
+    "emnist": ("image", "label", "train", "test"),
+    "emnist/balanced": ("image", "label", "train", "test"),
+    "emnist/byclass": ("image", "label", "train", "test"),
+    "emnist/bymerge": ("image", "label", "train", "test"),
+    "emnist/digits": ("image", "label", "train", "test"),
+    "emnist/letters": ("image", "label", "train", "test"),  # labels 1..26 (TFDS: 37 classes)
+    "emnist/mnist": ("image", "label", "train", "test"),
+}
+_CLASSIC_TFDS = ("cifar10", "cifar100", "fashion_mnist", "mnist")
+
+# TFDS datasets stored transposed (EMNIST: "inverted horizontally and rotated 90 degrees
+# anti-clockwise", i.e. x_stored[i, j] = x_upright[j, i]): `load_tfds` transposes them back.
+def _tfds_transposed(name: str) -> bool:
+  return name.split("/")[0].split(":")[0] == "emnist"
+
+
+# Text datasets `load_dataset(data.source='tfds')` accepts: name -> (text keys joined with a
+# space, label key, train split, test split).
+TFDS_TEXT_DATASETS: dict[str, tuple[tuple[str, ...], str, str, str]] = {
+    "ag_news_subset": (("title", "description"), "label", "train", "test"),
 }
 
 # Default directories for `data.source='idx'` when `data.path` is ''.
@@ -43,6 +86,8 @@ IDX_DEFAULT_DIRS: dict[str, str] = {
 }
 
 SOURCES = ("embedded", "idx", "npz", "tfds")
+FILE_SOURCES = ("federated_h5", "federated_sqlite", "imagefolder", "landmarks_csv")
+ALL_SOURCES = SOURCES + FILE_SOURCES
 KNOWN_NUM_CLASSES = {"cifar10": 10, "cifar100": 100, "mnist": 10, "fashion_mnist": 10,
                      "digits": 10, "emnist": 62}
 EMBEDDED_NAMES = ("digits",)
@@ -125,7 +170,9 @@ def _as_labels(y: np.ndarray, what: str) -> np.ndarray:
 
 
 def _make_dataset(name, x_train, y_train, x_test, y_test, num_classes=None, mean=None,
-                  std=None) -> ArrayDataset:
+                  std=None, **natural) -> ArrayDataset:
+  """Validated `ArrayDataset`; `natural` = train_clients, test_clients, client_ids,
+  class_names (all optional)."""
   x_train = _as_images(x_train, f"{name} x_train")
   x_test = _as_images(x_test, f"{name} x_test")
   y_train = _as_labels(y_train, f"{name} y_train")
@@ -139,7 +186,8 @@ def _make_dataset(name, x_train, y_train, x_test, y_test, num_classes=None, mean
     mean, std = _stats_for(name, x_train)
   return ArrayDataset(name=name, x_train=x_train, y_train=y_train, x_test=x_test,
                       y_test=y_test, num_classes=int(num_classes),
-                      mean=tuple(float(m) for m in mean), std=tuple(float(s) for s in std))
+                      mean=tuple(float(m) for m in mean), std=tuple(float(s) for s in std),
+                      **natural)
 
 
 def stratified_subset(labels: np.ndarray, k: int, seed) -> np.ndarray:
@@ -168,23 +216,46 @@ def stratified_subset(labels: np.ndarray, k: int, seed) -> np.ndarray:
   return np.sort(np.concatenate(chosen)).astype(np.int64)
 
 
-def subsample(ds: ArrayDataset, max_train: int = 0, max_test: int = 0, seed=0) -> ArrayDataset:
+def _restrict_clients(clients, idx: np.ndarray, n: int):
+  """Client index lists re-expressed in a subset `idx` of `range(n)` (None stays None)."""
+  if clients is None:
+    return None
+  pos = np.full(n, -1, dtype=np.int64)
+  pos[idx] = np.arange(len(idx))
+  out = []
+  for c in clients:
+    p = pos[np.asarray(c, dtype=np.int64)]
+    out.append(np.sort(p[p >= 0]))
+  return out
+
+
+def subsample(ds, max_train: int = 0, max_test: int = 0, seed=0):
   """Class-stratified, seeded subsets of the train/test sets (0 = keep all).
 
-  mean/std are kept (they describe the full training set).
+  mean/std are kept (they describe the full training set). Works for `ArrayDataset` and
+  `TokenDataset`; a natural partition is carried over (indices renumbered, clients left
+  without training examples dropped).
   """
   rng = _rng(seed)
-  x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
-  if max_train and max_train < len(y_train):
-    idx = stratified_subset(y_train, int(max_train), rng)
-    x_train, y_train = x_train[idx], y_train[idx]
-  if max_test and max_test < len(y_test):
-    idx = stratified_subset(y_test, int(max_test), rng)
-    x_test, y_test = x_test[idx], y_test[idx]
-  if x_train is ds.x_train and x_test is ds.x_test:
+  changes = {}
+  train_clients, test_clients = ds.train_clients, ds.test_clients
+  if max_train and max_train < len(ds.y_train):
+    idx = stratified_subset(ds.y_train, int(max_train), rng)
+    changes.update(x_train=ds.x_train[idx], y_train=ds.y_train[idx])
+    train_clients = _restrict_clients(train_clients, idx, len(ds.y_train))
+  if max_test and max_test < len(ds.y_test):
+    idx = stratified_subset(ds.y_test, int(max_test), rng)
+    changes.update(x_test=ds.x_test[idx], y_test=ds.y_test[idx])
+    test_clients = _restrict_clients(test_clients, idx, len(ds.y_test))
+  if not changes:
     return ds
-  return ArrayDataset(name=ds.name, x_train=x_train, y_train=y_train, x_test=x_test,
-                      y_test=y_test, num_classes=ds.num_classes, mean=ds.mean, std=ds.std)
+  if train_clients is not None:
+    keep = [m for m, c in enumerate(train_clients) if len(c)]
+    changes.update(train_clients=tuple(train_clients[m] for m in keep),
+                   client_ids=tuple(ds.client_ids[m] for m in keep),
+                   test_clients=(None if test_clients is None
+                                 else tuple(test_clients[m] for m in keep)))
+  return dataclasses.replace(ds, **changes)
 
 
 # --------------------------------------------------------------------------------------
@@ -385,16 +456,18 @@ def _read_source(src) -> list:
   return [src[i] for i in range(n)]
 
 
-def _stack_examples(examples: Sequence[dict], image_key: str, label_key: str, what: str):
+def _columns(examples: Sequence[dict], keys: Sequence[str], what: str) -> dict[str, list]:
+  """Examples (dicts) -> one list per key, in order."""
   if not examples:
     raise _ExampleFormatError(f"{what}: the split is empty")
+  for key in keys:
+    if key not in examples[0]:
+      raise _ExampleFormatError(f"{what}: example has no key {key!r}; keys are "
+                                f"{sorted(examples[0])}")
   try:
-    x = np.stack([np.asarray(ex[image_key]) for ex in examples])
-    y = np.asarray([int(ex[label_key]) for ex in examples], dtype=np.int64)
+    return {key: [ex[key] for ex in examples] for key in keys}
   except KeyError as e:
-    raise _ExampleFormatError(f"{what}: example has no key {e}; keys are "
-                              f"{sorted(examples[0])}") from None
-  return x, y
+    raise _ExampleFormatError(f"{what}: an example has no key {e}") from None
 
 
 def _num_classes_from_info(info, label_key):
@@ -404,62 +477,47 @@ def _num_classes_from_info(info, label_key):
     return None
 
 
-def _load_tfds_data_source(tfds, name, data_dir, splits, image_key, label_key, download):
-  arrays, num_classes = [], None
+def _read_tfds_data_source(tfds, name, data_dir, splits, keys, download):
+  columns, info = [], None
   for split in splits:
     src = tfds.data_source(name, split=split, data_dir=data_dir, download=download)
-    if num_classes is None:
-      num_classes = _num_classes_from_info(getattr(src, "dataset_info", None), label_key)
-    arrays.extend(_stack_examples(_read_source(src), image_key, label_key, f"{name}[{split}]"))
-  return arrays, num_classes
+    if info is None:
+      info = getattr(src, "dataset_info", None)
+    columns.append(_columns(_read_source(src), keys, f"{name}[{split}]"))
+  return columns, info
 
 
-def _load_tfds_tf(tfds, name, data_dir, splits, image_key, label_key, download):
+def _read_tfds_tf(tfds, name, data_dir, splits, keys, download):
   """Fallback: `tfds.load(..., batch_size=-1)` (needs TensorFlow)."""
   loaded, info = tfds.load(name, split=list(splits), data_dir=data_dir, batch_size=-1,
                            download=download, with_info=True)
-  arrays = []
+  columns = []
   for split, ds in zip(splits, loaded):
     batch = tfds.as_numpy(ds)
-    if image_key not in batch or label_key not in batch:
+    missing = [k for k in keys if k not in batch]
+    if missing:
       raise _ExampleFormatError(f"{name}[{split}]: keys are {sorted(batch)}, need "
-                                f"{image_key!r} and {label_key!r}")
-    arrays.extend([np.asarray(batch[image_key]), np.asarray(batch[label_key])])
-  return arrays, _num_classes_from_info(info, label_key)
+                                f"{', '.join(repr(k) for k in keys)}")
+    columns.append({k: batch[k] for k in keys})
+  return columns, info
 
 
-def load_tfds(name: str, data_dir: str | None = None, *, image_key: str | None = None,
-              label_key: str | None = None, train_split: str | None = None,
-              test_split: str | None = None, download: bool = False) -> ArrayDataset:
-  """Loads a prepared TFDS image-classification dataset into memory.
+def _read_tfds(name: str, data_dir, splits: Sequence[str], keys: Sequence[str],
+               download: bool):
+  """Reads `keys` of every example of `splits`: (one dict of columns per split, DatasetInfo).
 
-  First tries `tfds.data_source` (array_record; no TensorFlow needed, pillow decodes the
-  images); if that fails, falls back to `tfds.load(..., batch_size=-1)` + `tfds.as_numpy`
-  (needs TensorFlow, reads any file format). Raises `DatasetNotPreparedError` with
-  instructions when the dataset is not prepared in `data_dir`.
-
-  Args:
-    name: TFDS name, e.g. 'cifar10', 'cifar100' (fine labels), 'fashion_mnist', 'mnist'.
-    data_dir: TFDS data directory (None: TFDS_DATA_DIR or ~/tensorflow_datasets).
-    image_key, label_key, train_split, test_split: default from `TFDS_DATASETS`
-      ('image', 'label', 'train', 'test').
-    download: let TFDS download and prepare (needs network and TensorFlow).
+  `tfds.data_source` first (array_record, no TensorFlow), then `tfds.load(batch_size=-1)`;
+  raises `DatasetNotPreparedError` with instructions when neither can read the data.
   """
   try:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError("data.source='tfds' needs tensorflow-datasets (pip install "
                       "tensorflow-datasets pillow importlib_resources)") from e
-  defaults = TFDS_DATASETS.get(name, ("image", "label", "train", "test"))
-  image_key = image_key or defaults[0]
-  label_key = label_key or defaults[1]
-  splits = (train_split or defaults[2], test_split or defaults[3])
-  data_dir = data_dir or None
-
   errors = []
   result = None
   try:
-    result = _load_tfds_data_source(tfds, name, data_dir, splits, image_key, label_key, download)
+    result = _read_tfds_data_source(tfds, name, data_dir, splits, keys, download)
   except tfds.core.registered.DatasetNotFoundError as e:
     raise ValueError(f"TFDS has no dataset named {name!r}: {str(e).splitlines()[0]}") from None
   except _ExampleFormatError:
@@ -470,7 +528,7 @@ def load_tfds(name: str, data_dir: str | None = None, *, image_key: str | None =
                                      name, e)
   if result is None:
     try:
-      result = _load_tfds_tf(tfds, name, data_dir, splits, image_key, label_key, download)
+      result = _read_tfds_tf(tfds, name, data_dir, splits, keys, download)
     except _ExampleFormatError:
       raise
     except Exception as e:  # pylint: disable=broad-except
@@ -490,32 +548,146 @@ def load_tfds(name: str, data_dir: str | None = None, *, image_key: str | None =
         f"TFDS dataset {name!r} could not be read from data_dir={data_dir or '(TFDS default)'} "
         f"(tfds.data_source needs the array_record format; tfds.load needs TensorFlow).\n"
         f"{_prepare_hint(name, data_dir)}\nUnderlying errors:\n{details}")
+  columns, info = result
+  if info is None:  # e.g. a data source without `dataset_info`: ask the builder.
+    try:
+      info = tfds.builder(name, data_dir=data_dir).info
+    except Exception:  # pylint: disable=broad-except
+      info = None
+  return columns, info
 
-  (x_train, y_train, x_test, y_test), num_classes = result
-  return _make_dataset(name, x_train, y_train, x_test, y_test, num_classes=num_classes)
+
+def load_tfds(name: str, data_dir: str | None = None, *, image_key: str | None = None,
+              label_key: str | None = None, train_split: str | None = None,
+              test_split: str | None = None, download: bool = False) -> ArrayDataset:
+  """Loads a prepared TFDS image-classification dataset into memory.
+
+  First tries `tfds.data_source` (array_record; no TensorFlow needed, pillow decodes the
+  images); if that fails, falls back to `tfds.load(..., batch_size=-1)` + `tfds.as_numpy`
+  (needs TensorFlow, reads any file format). Raises `DatasetNotPreparedError` with
+  instructions when the dataset is not prepared in `data_dir`. EMNIST (any config) is
+  transposed back to the upright MNIST orientation.
+
+  Args:
+    name: TFDS name, e.g. 'cifar10', 'cifar100' (fine labels), 'fashion_mnist', 'mnist',
+      'emnist/byclass', 'emnist/letters'.
+    data_dir: TFDS data directory (None: TFDS_DATA_DIR or ~/tensorflow_datasets).
+    image_key, label_key, train_split, test_split: default from `TFDS_DATASETS`
+      ('image', 'label', 'train', 'test').
+    download: let TFDS download and prepare (needs network and TensorFlow).
+  """
+  defaults = TFDS_DATASETS.get(name, ("image", "label", "train", "test"))
+  image_key = image_key or defaults[0]
+  label_key = label_key or defaults[1]
+  splits = (train_split or defaults[2], test_split or defaults[3])
+  columns, info = _read_tfds(name, data_dir or None, splits, (image_key, label_key), download)
+  arrays = []
+  for split, cols in zip(splits, columns):
+    try:
+      x = np.stack([np.asarray(v) for v in cols[image_key]])
+      y = np.asarray([int(v) for v in np.asarray(cols[label_key]).reshape(-1)], dtype=np.int64)
+    except (ValueError, TypeError) as e:
+      raise ValueError(f"{name}[{split}]: cannot stack {image_key!r}/{label_key!r} into "
+                       f"arrays ({e})") from None
+    if _tfds_transposed(name):
+      x = _as_images(x, f"{name}[{split}]").transpose(0, 2, 1, 3)
+    arrays.extend([x, y])
+  x_train, y_train, x_test, y_test = arrays
+  return _make_dataset(name, x_train, y_train, x_test, y_test,
+                       num_classes=_num_classes_from_info(info, label_key))
+
+
+def load_tfds_text(name: str, data_dir: str | None = None, *,
+                   text_keys: Sequence[str] | None = None, label_key: str | None = None,
+                   train_split: str | None = None, test_split: str | None = None,
+                   max_length: int = 200, min_count: int = 2, max_size: int = 0,
+                   vocabulary: "text_lib.Vocabulary | str | None" = None,
+                   download: bool = False) -> TokenDataset:
+  """Loads a prepared TFDS text-classification dataset as padded token ids.
+
+  The texts of `text_keys` (default `TFDS_TEXT_DATASETS[name]`, for ag_news_subset the title
+  and the description) are joined with a space, tokenised (`text.tokenize`) and encoded
+  with `vocabulary` (a `text.Vocabulary` or the path of a saved one) or, if None, with a
+  vocabulary built from the TRAINING split (`min_count`, `max_size`). Sequences are cut or
+  zero-padded to `max_length`. The result carries the vocabulary: save it with the run
+  (`text.save_vocabulary(path, ds.vocabulary)`) and pass it back to reproduce the encoding.
+  """
+  defaults = TFDS_TEXT_DATASETS.get(name, (("text",), "label", "train", "test"))
+  text_keys = tuple(text_keys or defaults[0])
+  label_key = label_key or defaults[1]
+  splits = (train_split or defaults[2], test_split or defaults[3])
+  columns, info = _read_tfds(name, data_dir or None, splits, text_keys + (label_key,), download)
+  texts, labels = [], []
+  for cols in columns:
+    n = len(cols[label_key])
+    texts.append([" ".join(text_lib._as_str(cols[k][i]) for k in text_keys)  # pylint: disable=protected-access
+                  for i in range(n)])
+    labels.append(_as_labels(np.asarray([int(v) for v in np.asarray(cols[label_key]).reshape(-1)],
+                                        dtype=np.int64), f"{name} labels"))
+  if isinstance(vocabulary, str):
+    vocabulary = text_lib.load_vocabulary(vocabulary)
+  if vocabulary is None:
+    vocabulary = text_lib.build_vocabulary(texts[0], min_count=min_count, max_size=max_size)
+  x_train = text_lib.encode(texts[0], vocabulary, max_length)
+  x_test = text_lib.encode(texts[1], vocabulary, max_length)
+  num_classes = _num_classes_from_info(info, label_key)
+  if num_classes is None:
+    num_classes = int(max(labels[0].max(initial=-1), labels[1].max(initial=-1))) + 1
+  names = None
+  try:
+    names = tuple(info.features[label_key].names)
+    if len(names) != num_classes:
+      names = None
+  except Exception:  # pylint: disable=broad-except
+    names = None
+  return TokenDataset(name=name, x_train=x_train, y_train=labels[0], x_test=x_test,
+                      y_test=labels[1], num_classes=num_classes, vocabulary=vocabulary,
+                      class_names=names)
 
 
 # --------------------------------------------------------------------------------------
 # Config dispatch.
 # --------------------------------------------------------------------------------------
-def load_dataset(data_cfg: Any, seed: int | None = None) -> ArrayDataset:
-  """Loads the dataset a config describes.
+def _positive_int(data_cfg, field, default):
+  value = getattr(data_cfg, field, None)
+  value = default if value is None else value
+  if isinstance(value, bool) or int(value) != value or value < 1:
+    raise ValueError(f"data.{field} must be a positive integer, got {value}")
+  return int(value)
 
-  Fields (any object with attributes, e.g. `ml_collections.ConfigDict`):
-    source: 'embedded' | 'idx' | 'npz' | 'tfds'.
-    name: dataset name ('digits' for embedded; one of `TFDS_DATASETS` for tfds).
-    path: idx directory / npz file / TFDS data_dir; '' = default (idx + fashion_mnist:
+
+def load_dataset(data_cfg: Any, seed: int | None = None):
+  """Loads the dataset a config describes: an `ArrayDataset`, or a `TokenDataset` for text.
+
+  Fields (any object with attributes, e.g. `ml_collections.ConfigDict`; all optional but
+  `source`/`name`/`path` where a source needs them):
+    source: 'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' | 'landmarks_csv' |
+      'federated_h5' | 'federated_sqlite'.
+    name: dataset name ('digits' for embedded; one of `TFDS_DATASETS` or
+      `TFDS_TEXT_DATASETS` for tfds; free for the file sources, where '' or 'digits' means
+      the source's default name).
+    path: idx directory / npz file / TFDS data_dir / ImageFolder root / Landmarks directory
+      / training HDF5 file / SQLite file; '' = default (idx + fashion_mnist:
       /usr/share/datasets/fashion-mnist; tfds: TFDS_DATA_DIR or ~/tensorflow_datasets).
-    max_train_examples, max_test_examples (optional, 0 = all): seeded, class-stratified
-      subsets.
-    subset_seed (optional): seed of those subsets; default `seed`, else 0.
-    test_fraction, split_seed (optional, embedded only): 0.2 and 0 by default.
+    num_classes: npz and file sources: the class count (0 = from the file / the data).
+    max_train_examples, max_test_examples (0 = all): seeded, class-stratified subsets.
+    subset_seed: seed of those subsets; default `seed`, else 0.
+    test_fraction, split_seed (embedded only): 0.2 and 0 by default.
+    Text (tfds ag_news_subset): max_length (200), vocab_min_count (2), vocab_max_size (0 =
+      no limit), vocabulary_path ('' = build the vocabulary from the training split).
+    imagefolder: merge_valid (False), image_size (0 = keep the images' size).
+    landmarks_csv: train_csv ('' = <path>/federated_train.csv), test_csv ('' =
+      <path>/test.csv), image_dir ('' = <path>/images if it exists, else <path>),
+      image_size (0 = 64).
+    federated_h5: test_path ('' = path with 'train' -> 'test'); federated_h5 and
+      federated_sqlite: invert_pixels (True: TFF's white-background floats -> MNIST-style).
   """
   source = getattr(data_cfg, "source", "embedded")
   name = getattr(data_cfg, "name", None)
   path = getattr(data_cfg, "path", "") or ""
-  if source not in SOURCES:
-    raise ValueError(f"data.source={source!r} is not one of {sorted(SOURCES)}")
+  if source not in ALL_SOURCES:
+    raise ValueError(f"data.source={source!r} is not one of {sorted(SOURCES)} or the local "
+                     f"file layouts {sorted(FILE_SOURCES)}")
 
   if source == "embedded":
     name = name or "digits"
@@ -537,11 +709,25 @@ def load_dataset(data_cfg: Any, seed: int | None = None) -> ArrayDataset:
       raise ValueError("data.path must name the .npz file for data.source='npz'")
     declared = int(getattr(data_cfg, "num_classes", 0) or 0) or None
     ds = load_npz(path, name=name or None, num_classes=declared)
-  else:  # tfds
-    if name not in TFDS_DATASETS:
-      raise ValueError(f"data.name={name!r} is not one of {sorted(TFDS_DATASETS)} for "
-                       "data.source='tfds'")
-    ds = load_tfds(name, data_dir=path or None)
+  elif source == "tfds":
+    if name in TFDS_TEXT_DATASETS:
+      vocab_path = getattr(data_cfg, "vocabulary_path", "") or ""
+      ds = load_tfds_text(
+          name, data_dir=path or None,
+          max_length=_positive_int(data_cfg, "max_length", 200),
+          min_count=_positive_int(data_cfg, "vocab_min_count", 2),
+          max_size=int(getattr(data_cfg, "vocab_max_size", 0) or 0),
+          vocabulary=vocab_path or None)
+    elif name in TFDS_DATASETS:
+      ds = load_tfds(name, data_dir=path or None)
+    else:
+      emnist = sorted(n for n in TFDS_DATASETS if _tfds_transposed(n))
+      raise ValueError(f"data.name={name!r} is not one of {list(_CLASSIC_TFDS)}, {emnist} "
+                       f"(turned upright) or the text datasets {sorted(TFDS_TEXT_DATASETS)} "
+                       f"for data.source='tfds'")
+  else:
+    from fedjax_sharp.data import federated_files  # pylint: disable=g-import-not-at-top
+    ds = federated_files.load_from_config(source, data_cfg)
 
   max_train = int(getattr(data_cfg, "max_train_examples", 0) or 0)
   max_test = int(getattr(data_cfg, "max_test_examples", 0) or 0)

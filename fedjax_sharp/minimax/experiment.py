@@ -33,7 +33,7 @@ def build_task(config):
     kwargs = dict(config.task.get(name) or {})
     return tasks_lib.toy_problem(name, seed=config.seed, **kwargs), None
   dataset = data_lib.load_dataset(config.data)
-  parts = data_lib.partition_dataset(dataset.y_train, config.data, seed=config.seed)
+  parts = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
   if name == "fair_classification":
     from fedjax_sharp.minimax import fair
     from fedjax_sharp.models import registry as model_registry

@@ -87,9 +87,12 @@ class Linear(nn.Module):
 class VGG11(nn.Module):
   """VGG-11 for 32x32 inputs without batch normalisation (stateless): conv3x3 SAME layers
   64, M, 128, M, 256, 256, M, 512, 512, M, 512, 512, M (M = 2x2 max pool), then one linear
-  layer 512 -> C (the CIFAR variant of the federated minimax papers' baselines)."""
+  layer 512 -> C (the CIFAR variant of the federated minimax papers' baselines).
+  `groups > 0` puts GroupNorm(groups) (torch eps 1e-5) between every conv and its ReLU:
+  `zoo.VGG11GN`. Parameters on 32x32x3, 10 classes: 9,225,610."""
   num_classes: int = 10
   widths: Sequence = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+  groups: int = 0
 
   @nn.compact
   def __call__(self, x):
@@ -99,5 +102,8 @@ class VGG11(nn.Module):
         x = max_pool_2x2(x)
       else:
         i += 1
-        x = nn.relu(nn.Conv(int(w), (3, 3), padding="SAME", name=f"conv{i}")(x))
+        x = nn.Conv(int(w), (3, 3), padding="SAME", name=f"conv{i}")(x)
+        if self.groups:
+          x = nn.GroupNorm(num_groups=self.groups, epsilon=1e-5, name=f"gn{i}")(x)
+        x = nn.relu(x)
     return nn.Dense(self.num_classes, name="out")(x.reshape(x.shape[0], -1))

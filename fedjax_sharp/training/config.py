@@ -21,11 +21,16 @@ def base_config() -> ml_collections.ConfigDict:
   c.aggregation = "examples"       # 'examples' (n_m / sum n) or 'uniform'
 
   c.data = ml_collections.ConfigDict()
-  c.data.source = "embedded"       # 'embedded' | 'idx' | 'npz' | 'tfds'
-  c.data.name = "digits"           # digits | fashion_mnist | mnist | cifar10 | cifar100
-  c.data.path = ""                 # idx dir / npz file / tfds data_dir ('' = default)
-  c.data.num_clients = 100
-  c.data.partition = "iid"         # 'iid' | 'dirichlet' | 'pathological'
+  c.data.source = "embedded"       # 'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' |
+  #                                  'landmarks_csv' | 'federated_h5' | 'federated_sqlite'
+  c.data.name = "digits"           # digits | fashion_mnist | mnist | cifar10 | cifar100 |
+  #                                  emnist[/digits|letters|...] | ag_news_subset | free (files)
+  c.data.path = ""                 # idx dir / npz file / tfds data_dir / ImageFolder root /
+  #                                  Landmarks dir / federated .h5 or .sqlite ('' = default)
+  c.data.num_clients = 100         # 'file' / 'natural' partitions: 0 = all the given clients
+  c.data.partition = "iid"         # 'iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'
+  c.data.partition_path = ""       # 'file': a .json / .npz of per-client index lists (README)
+  c.data.partition_allow_duplicates = False  # 'file': an index may belong to several clients
   c.data.alpha = 0.1               # Dirichlet concentration (0 = one class per client)
   c.data.dirichlet_mode = "label"  # 'label' (Wang et al.; FedGMT) | 'balanced' (Hsu et al.; FedGloSS)
   c.data.long_tail = False         # FedGMT's long-tail Dirichlet setting
@@ -38,11 +43,33 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.device_budget_mb = 2048   # 'auto' feeds from the host above this training-set size
   c.data.augment = "none"          # 'none' | 'crop_flip' (pad 4, random crop, h-flip)
   c.data.augment_per_example = True
+  c.data.augment_pad = 4           # zero padding of the random crop (FedGMT's text: 2; its code: 4)
   c.data.max_train_examples = 0    # 0 = all (a seeded, class-stratified subset otherwise)
   c.data.max_test_examples = 0
+  # Text (tfds ag_news_subset): tokens per example, vocabulary from the training split.
+  c.data.max_length = 200
+  c.data.vocab_min_count = 2
+  c.data.vocab_max_size = 0        # 0 = no limit
+  c.data.vocabulary_path = ""      # '' = build it (saved as <workdir>/vocabulary.json)
+  # Local file sources (fedjax_sharp/data/federated_files.py).
+  c.data.image_size = 0            # imagefolder / landmarks_csv: resize to this (0 = keep / 64)
+  c.data.merge_valid = False       # imagefolder: CINIC-10's valid split joins train
+  c.data.train_csv = ""            # landmarks_csv: '' = <path>/federated_train.csv
+  c.data.test_csv = ""             # landmarks_csv: '' = <path>/test.csv
+  c.data.image_dir = ""            # landmarks_csv: '' = <path>/images (or <path>)
+  c.data.test_path = ""            # federated_h5: '' = path with 'train' -> 'test'
+  c.data.invert_pixels = True      # federated_h5/sqlite: TFF white-background -> MNIST style
 
   c.model = ml_collections.ConfigDict()
-  c.model.name = "mcmahan_cnn"     # mcmahan_cnn | lenet5 | mlp | linear
+  c.model.name = "mcmahan_cnn"     # mcmahan_cnn | lenet5 | mlp | linear | vgg11 | vgg11_gn |
+  #                                  resnet8 | resnet18 | vit_small | fasttext | mobilenet_v2_gn
+  # Model fields (fedjax_sharp/models/zoo.py), read for the selected model only.
+  c.model.resnet8 = ml_collections.ConfigDict(dict(groups=2, stem="imagenet"))   # FedGMT code
+  c.model.resnet18 = ml_collections.ConfigDict(dict(groups=2, stem="cifar"))
+  c.model.vit_small = ml_collections.ConfigDict(dict(attn_scale="width"))  # FedGMT code: sqrt(384)
+  c.model.fasttext = ml_collections.ConfigDict(dict(pool="nonpad"))  # vocab from the dataset
+  c.model.mobilenet_v2_gn = ml_collections.ConfigDict(dict(width_mult=1.0, groups=2))
+  c.model.vgg11_gn = ml_collections.ConfigDict(dict(groups=2))
 
   c.local = ml_collections.ConfigDict()
   c.local.epochs = 1               # E; K_m = E * ceil(n_m / B)
@@ -248,13 +275,23 @@ def validate(config) -> None:
   _check(config.rounds >= 1, "rounds", f"must be >= 1, got {config.rounds}")
   _check(config.clients_per_round >= 1, "clients_per_round",
          f"must be >= 1, got {config.clients_per_round}")
-  _check(config.data.num_clients >= 1, "data.num_clients",
-         f"must be >= 1, got {config.data.num_clients}")
+  from fedjax_sharp.data import partition as partition_lib
+  from fedjax_sharp.data import sources as sources_lib
+  _one_of(config.data.source, sources_lib.ALL_SOURCES, "data.source")
+  _one_of(config.data.partition, partition_lib.PARTITIONS, "data.partition")
+  external = config.data.partition in partition_lib.EXTERNAL_PARTITIONS
+  _check(config.data.num_clients >= (0 if external else 1), "data.num_clients",
+         f"must be >= {0 if external else 1}"
+         f"{' (0 = every client of the ' + config.data.partition + ')' if external else ''}, "
+         f"got {config.data.num_clients}")
+  if config.data.partition == "file":
+    _check(bool(config.data.get("partition_path", "")), "data.partition_path",
+           "must name a .json or .npz partition file for data.partition='file'")
   if task in ("quadratic", "pl", "simplex", "bilinear"):
     m = config.task[task].get("num_clients", 1)
     _check(config.clients_per_round <= m, "clients_per_round",
            f"({config.clients_per_round}) must be <= task.{task}.num_clients ({m})")
-  else:
+  elif config.data.num_clients:  # 0 with a 'file' / 'natural' partition: checked when loaded
     _check(config.clients_per_round <= config.data.num_clients, "clients_per_round",
            f"({config.clients_per_round}) must be <= data.num_clients "
            f"({config.data.num_clients})")
@@ -312,6 +349,8 @@ def validate(config) -> None:
   _one_of(config.data.get("feed", "auto"), ("auto", "device", "host"), "data.feed")
   _check(config.data.get("device_budget_mb", 2048) > 0, "data.device_budget_mb",
          f"must be > 0, got {config.data.get('device_budget_mb')}")
+  _check(config.data.get("augment_pad", 4) >= 0, "data.augment_pad",
+         f"must be >= 0, got {config.data.get('augment_pad')}")
   _check(config.data.get("examples_per_client", 0) >= 0, "data.examples_per_client",
          f"must be >= 0 (0 = N // num_clients), got {config.data.get('examples_per_client')}")
   _check(config.data.get("imbalance_factor", 2.0) >= 1, "data.imbalance_factor",

@@ -42,14 +42,27 @@ from fedjax_sharp.training.workdir import WorkdirLock
 STREAM_INIT, STREAM_TRAIN = 0, 1
 
 
-def make_preprocess(dataset, augment: str, per_example: bool) -> Callable:
-  """(x_uint8 [B, H, W, C], key) -> normalised float32, augmented if configured (inside jit)."""
+def is_token_dataset(dataset) -> bool:
+  """Integer sequences [N, L] (AG News token ids) rather than images [N, H, W, C]."""
+  x = dataset.x_train
+  return np.ndim(x) == 2 and np.issubdtype(np.asarray(x[:1]).dtype, np.integer)
+
+
+def make_preprocess(dataset, augment: str, per_example: bool, pad: int = 4) -> Callable:
+  """The dataset's own preprocessing, inside jit: images (uint8 [B, H, W, C]) are normalised
+  and, if configured, randomly cropped (zero pad `pad`) and flipped; token ids pass through
+  unchanged (int32: a float cast would corrupt embedding lookups)."""
+  if is_token_dataset(dataset):
+    if augment != "none":
+      raise ValueError(f"data.augment={augment!r} applies to images; {dataset.name!r} is a "
+                       f"token dataset: use data.augment='none'")
+    return lambda x, key: x
   mean, std = dataset.mean, dataset.std
 
   def preprocess(x, key):
     x = data_lib.augment.normalize(x, mean, std)
     if augment == "crop_flip":
-      x = data_lib.augment.random_crop_flip(key, x, pad=4, per_example=per_example)
+      x = data_lib.augment.random_crop_flip(key, x, pad=pad, per_example=per_example)
     return x
   return preprocess
 
@@ -126,20 +139,32 @@ def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
   return evaluate
 
 
+def model_fields(config, dataset) -> dict:
+  """The selected model's block `config.model.<name>`; FastText's vocabulary size comes from
+  the dataset's vocabulary when it has one."""
+  fields = dict(config.model.get(config.model.name) or {})
+  vocabulary = getattr(dataset, "vocabulary", None)
+  if config.model.name == "fasttext" and vocabulary is not None:
+    fields["vocab_size"] = len(vocabulary)
+  return fields
+
+
 def build_experiment(config) -> Experiment:
   config_lib.validate(config)
   if config_lib.is_minimax(config):
     from fedjax_sharp.minimax import experiment as minimax_experiment
     return minimax_experiment.build_experiment(config)
   dataset = data_lib.load_dataset(config.data)
-  client_indices = data_lib.partition_dataset(dataset.y_train, config.data, seed=config.seed)
+  client_indices = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
   root = jax.random.key(config.seed)
-  model = model_registry.get_model(config.model.name, dataset.num_classes)
+  model = model_registry.get_model(config.model.name, dataset.num_classes,
+                                   **model_fields(config, dataset))
   apply_fn = lambda params, x: model.apply({"params": params}, x)
   params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
                                       dataset.input_shape)
   algorithm = build_algorithm(config, apply_fn)
-  preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example)
+  preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
+                               pad=int(config.data.get("augment_pad", 4)))
   execution = ExecutionConfig(config.engine.client_strategy, config.engine.chunk_size,
                               config.engine.local_loop, config.engine.unroll,
                               config.engine.host_chunk)
@@ -162,6 +187,7 @@ def build_experiment(config) -> Experiment:
                     feeder=feeder)
 
 
+VOCABULARY_FILE = "vocabulary.json"     # text datasets: pass as data.vocabulary_path to reuse
 FINAL_PARAMS = "final_params.msgpack"      # the global model after the last round
 AVERAGE_PARAMS = "average_params.msgpack"  # the mean of the last `eval.average_last` models
 
@@ -257,6 +283,9 @@ def run(config, workdir: str | None = None, progress: bool = True,
         shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
       metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
                                     config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+      vocabulary = getattr(exp.dataset, "vocabulary", None)
+      if vocabulary is not None:  # text: the run's token ids are reproducible from this file
+        data_lib.save_vocabulary(os.path.join(workdir, VOCABULARY_FILE), vocabulary)
       metrics_path = os.path.join(workdir, "metrics.jsonl")
       if restored:
         start_round, server_state, client_table, bytes_total, _ = restored

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from typing import Any, Iterable
 
 import numpy as np
+
+from fedjax_sharp.fileio import atomic_write_bytes
 
 
 def _jsonable(value: Any):
@@ -23,32 +24,6 @@ def _jsonable(value: Any):
   if isinstance(value, float) and not math.isfinite(value):
     return None  # JSON has no NaN: null (the record is flagged "nonfinite", the run "diverged")
   return value
-
-
-def _file_mode() -> int:
-  umask = os.umask(0)
-  os.umask(umask)
-  return 0o666 & ~umask
-
-
-_FILE_MODE = _file_mode()
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=os.path.basename(path))
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(data)
-      f.flush()
-      os.fsync(f.fileno())
-    os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600 files; match the other outputs
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
 
 
 def atomic_write_text(path: str, text: str) -> None:

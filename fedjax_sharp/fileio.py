@@ -1,0 +1,38 @@
+"""Atomic file writes, shared by the data layer (vocabularies, partition files) and training
+(config, summary, parameters).
+
+A whole-file artefact is written to a temporary file in the same directory, flushed, fsync'ed
+and renamed over the target, so a reader (or a crash) never sees half a file. Files get the
+usual `0o666 & ~umask` mode (mkstemp would make them 0600).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def _file_mode() -> int:
+  umask = os.umask(0)
+  os.umask(umask)
+  return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+  """Writes `data` to `path` through a temporary file in the same directory + rename."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp_", suffix=os.path.basename(path))
+  try:
+    with os.fdopen(fd, "wb") as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    os.chmod(tmp, FILE_MODE)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.unlink(tmp)
+    raise
