@@ -125,6 +125,10 @@ def test_minimax_toy_through_run_py_and_compare(tmp_path):
   assert "final distance to saddle" in out.stdout
   summary = json.load(open(tmp_path / "run" / "summary.json"))
   assert summary["metric"] == "distance_to_saddle" and summary["higher_is_better"] is False
+  record = json.loads(open(tmp_path / "run" / "metrics.jsonl").readline())
+  toy = config_lib.load_config_file(os.path.join(ROOT, "configs", "minimax_toy.py"), "simplex")
+  assert "lr" not in record and (record["lr_x"], record["lr_y"]) == (
+      toy.minimax.lr_x, toy.minimax.lr_y)   # the players' rates, not local.lr's schedule
   config = config_lib.load_config_file(os.path.join(ROOT, "configs", "minimax_toy.py"), "bilinear")
   config.rounds = 40
   results = compare.run_grid(config, ["local_sgda", "fess_gda"], [0], str(tmp_path / "cmp"),

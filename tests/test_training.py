@@ -179,6 +179,13 @@ def test_reuse_reads_finished_runs_and_refuses_another_setting(tmp_path, monkeyp
                            reuse=True)
   assert len(calls) == 1 and calls[0][0].algorithm.name == "fedprox"   # fedavg was read back
   assert again["fedavg"][0]["records"] == first["fedavg"][0]["records"]
+  # report_only starts nothing: the finished runs only, the missing (algorithm, seed) left out.
+  calls.clear()
+  partial = compare.run_grid(config, ["fedavg", "fedprox", "fedsam"], [0, 1], str(tmp_path),
+                             progress=False, report_only=True)
+  assert calls == [] and {k: len(v) for k, v in partial.items()} == {"fedavg": 1, "fedprox": 1}
+  with pytest.raises(ValueError, match="no finished run"):
+    compare.run_grid(config, ["fedsam"], [0], str(tmp_path), progress=False, report_only=True)
   other = tiny_config(**{"local.lr": 0.05})
   with pytest.raises(ValueError, match=r"another setting \(local\.lr: saved 0\.1, now 0\.05\)"):
     compare.run_grid(other, ["fedavg"], [0], str(tmp_path), progress=False, reuse=True)

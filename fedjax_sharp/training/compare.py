@@ -122,7 +122,8 @@ def _reusable(run_dir: str, cfg) -> bool:
 
 def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: str | None,
              progress: bool = True, reuse: bool = False,
-             hessian: dict | None = None) -> dict[str, list[dict]]:
+             hessian: dict | None = None,
+             report_only: bool = False) -> dict[str, list[dict]]:
   """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}.
 
   Each run writes its own directory under `workdir` (a temporary one if None): the per-round
@@ -131,6 +132,8 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
   way continues where it stopped; unfinished runs resume from their checkpoints).
   `hessian` (keyword arguments of `run_analysis.run_hessian`, e.g. {'k': 5, 'iters': 20}):
   compute the final model's top Hessian eigenvalues of every run that has none yet.
+  `report_only`: start nothing; tabulate the finished runs of the same setting only (a grid
+  still running elsewhere, or a partial one), logging which (algorithm, seed) are missing.
   """
   from fedjax_sharp.training import run_analysis
   workdir = workdir or tempfile.mkdtemp(prefix="fedjax_sharp_compare_")
@@ -139,7 +142,11 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
     for seed in seeds:
       cfg = configure_variant(config, name, seed)
       run_dir = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.=-]+", "_", name), f"seed_{seed}")
-      if reuse and _reusable(run_dir, cfg):
+      if report_only and not _reusable(run_dir, cfg):
+        logging.warning("report_only: no finished run of %s seed %d in %s (left out)", name,
+                        seed, run_dir)
+        continue
+      if (reuse or report_only) and _reusable(run_dir, cfg):
         logging.info("reusing the finished run in %s", run_dir)
         with open(os.path.join(run_dir, "summary.json")) as f:
           summary = json.load(f)
@@ -148,10 +155,13 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
       records = metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
       hessian_path = os.path.join(run_dir, run_analysis.HESSIAN_FILE)
       stored = json.load(open(hessian_path)) if os.path.exists(hessian_path) else {}
-      if hessian is not None and "final" not in stored:
+      if hessian is not None and "final" not in stored and not report_only:
         stored["final"] = run_analysis.run_hessian(run_dir, **hessian)
       results.setdefault(name, []).append({"summary": summary, "records": records,
                                            "hessian": stored.get("final")})
+  if not results:
+    raise ValueError(f"no finished run of {list(algorithms)} x seeds {list(seeds)} under "
+                     f"{workdir}")
   return results
 
 

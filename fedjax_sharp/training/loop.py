@@ -357,8 +357,12 @@ def _train(config, exp: Experiment, workdir, writer, server_state, client_table,
     bytes_down = int(num_real * comm.down * exp.model_bytes)
     bytes_up = int(num_real * comm.up * exp.model_bytes)
     bytes_total += bytes_down + bytes_up
+    # The players of a minimax task have their own constant rates (config.minimax); the
+    # decayed classification rate would be a number nothing uses.
+    rates = ({"lr_x": float(config.minimax.lr_x), "lr_y": float(config.minimax.lr_y)}
+             if config_lib.is_minimax(config) else {"lr": exp.learning_rate(t)})
     record = {
-        "round": t, "lr": exp.learning_rate(t),
+        "round": t, **rates,
         "train_loss": float(m["loss_sum"] / max(m["examples"], 1.0)),
         "local_steps": int(m["steps"]),
     }
