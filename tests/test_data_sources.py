@@ -256,6 +256,50 @@ def test_stratified_subset_exact_size_and_classes():
   np.testing.assert_array_equal(np.bincount(labels[idx]), [10, 6, 3, 1])
 
 
+def test_validation_examples_hold_out_part_of_the_training_set():
+  full = data.load_embedded()
+  c = cfg(source="embedded", name="digits", path="", validation_examples=300)
+  ds = data.load_dataset(c, seed=7)
+  again = data.load_dataset(c, seed=8)  # the split follows validation_seed, not the run seed
+  other = data.load_dataset(cfg(source="embedded", validation_examples=300, validation_seed=1))
+  assert ds.num_test == 300 and ds.num_train == full.num_train - 300
+  np.testing.assert_array_equal(ds.x_test, again.x_test)
+  assert not np.array_equal(ds.x_test, other.x_test)
+  # Train and validation partition the original training set; the test split is unused.
+  rows = lambda x, y: [a.tobytes() + bytes([b]) for a, b in zip(x, y)]
+  full_rows = sorted(rows(full.x_train, full.y_train))
+  assert sorted(rows(ds.x_train, ds.y_train) + rows(ds.x_test, ds.y_test)) == full_rows
+  assert not set(rows(ds.x_test, ds.y_test)) & set(rows(full.x_test, full.y_test))
+  expected = 300 * np.bincount(full.y_train, minlength=10) / full.num_train
+  assert np.all(np.abs(np.bincount(ds.y_test, minlength=10) - expected) < 1)
+  # Applied before max_train_examples, which subsets the remaining training examples.
+  both = data.load_dataset(cfg(source="embedded", validation_examples=300,
+                               max_train_examples=500))
+  np.testing.assert_array_equal(both.x_test, ds.x_test)
+  assert both.num_train == 500
+  assert set(rows(both.x_train, both.y_train)) <= set(rows(ds.x_train, ds.y_train))
+  for bad in (-1, full.num_train):
+    with pytest.raises(ValueError, match="data.validation_examples"):
+      data.load_dataset(cfg(source="embedded", validation_examples=bad))
+
+
+def test_validation_hold_out_keeps_a_natural_partition():
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (40, 4, 4, 1), dtype=np.uint8)
+  y = np.arange(40, dtype=np.int32) % 4
+  clients = (np.arange(0, 10), np.arange(10, 30), np.arange(30, 40))
+  ds = data.ArrayDataset(name="t", x_train=x, y_train=y, x_test=x[:4], y_test=y[:4],
+                         num_classes=4, mean=(0.,), std=(1.,), train_clients=clients,
+                         client_ids=("a", "b", "c"))
+  held = sources.hold_out_validation(ds, 12, seed=0)
+  assert held.client_ids == ("a", "b", "c")
+  for m, original in enumerate(clients):
+    # Each client's training + validation examples are exactly its original examples.
+    got = np.concatenate([held.x_train[held.train_clients[m]], held.x_test[held.test_clients[m]]])
+    assert sorted(r.tobytes() for r in got) == sorted(r.tobytes() for r in x[original])
+  assert sum(len(c) for c in held.test_clients) == 12
+
+
 # ---------------------------------------------------------------------------------------
 # TFDS.
 # ---------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ def tiny_config(**overrides):
     ({"local.lr_decay": 1.5}, "local.lr_decay"),
     ({"data.augment": "mixup"}, "data.augment"),
     ({"rounds": 0}, "rounds"),
+    ({"data.validation_examples": -5}, "data.validation_examples"),
 ])
 def test_bad_config_names_the_field(override, field):
   with pytest.raises(ValueError, match=field.replace(".", r"\.")):
@@ -88,6 +89,17 @@ def test_runs_are_reproducible_per_seed(tmp_path):
   c = loop.run(tiny_config(seed=1), None, progress=False)
   assert a["final_test_accuracy"] == b["final_test_accuracy"]
   assert a["final_test_accuracy"] != c["final_test_accuracy"]
+  assert a["eval_split"] == "test"
+
+
+def test_validation_examples_evaluate_on_the_held_out_split():
+  # The digits' training set minus 300 held-out examples; the metrics come from those 300.
+  held = loop.build_experiment(tiny_config(data__validation_examples=300))
+  assert held.dataset.num_test == 300 and held.dataset.num_train == 1438 - 300
+  summary = loop.run(tiny_config(data__validation_examples=300, rounds=1), None, progress=False)
+  assert summary["eval_split"] == "validation"
+  assert round(summary["final_test_accuracy"] * 300) == pytest.approx(
+      summary["final_test_accuracy"] * 300, abs=1e-6)
 
 
 def test_resume_from_checkpoint_equals_an_uninterrupted_run(tmp_path):

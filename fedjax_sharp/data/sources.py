@@ -258,6 +258,33 @@ def subsample(ds, max_train: int = 0, max_test: int = 0, seed=0):
   return dataclasses.replace(ds, **changes)
 
 
+
+def hold_out_validation(ds, k: int, seed=0):
+  """Moves a seeded, class-stratified subset of `k` training examples into the test slot.
+
+  The returned dataset trains on the other examples and evaluates on the held-out ones, so
+  hyperparameters can be chosen without looking at the test split (`data.validation_examples`).
+  A natural partition keeps its clients: each client trains on its remaining examples and its
+  held-out ones become its test examples; clients left without training examples are dropped.
+  mean/std are kept (they describe the full training set).
+  """
+  n = len(ds.y_train)
+  if not 0 < k < n:
+    raise ValueError(f"data.validation_examples must be in [1, {n - 1}] for {ds.name} "
+                     f"({n} training examples), got {k}")
+  val = stratified_subset(ds.y_train, int(k), seed)
+  keep = np.setdiff1d(np.arange(n), val)
+  changes = dict(x_train=ds.x_train[keep], y_train=ds.y_train[keep],
+                 x_test=ds.x_train[val], y_test=ds.y_train[val])
+  if ds.train_clients is not None:
+    train_clients = _restrict_clients(ds.train_clients, keep, n)
+    test_clients = _restrict_clients(ds.train_clients, val, n)
+    alive = [m for m, c in enumerate(train_clients) if len(c)]
+    changes.update(train_clients=tuple(train_clients[m] for m in alive),
+                   test_clients=tuple(test_clients[m] for m in alive),
+                   client_ids=tuple(ds.client_ids[m] for m in alive))
+  return dataclasses.replace(ds, **changes)
+
 # --------------------------------------------------------------------------------------
 # Embedded digits.
 # --------------------------------------------------------------------------------------
@@ -670,6 +697,9 @@ def load_dataset(data_cfg: Any, seed: int | None = None):
       / training HDF5 file / SQLite file; '' = default (idx + fashion_mnist:
       /usr/share/datasets/fashion-mnist; tfds: TFDS_DATA_DIR or ~/tensorflow_datasets).
     num_classes: npz and file sources: the class count (0 = from the file / the data).
+    validation_examples (0 = none): hold out a seeded (validation_seed, default 0),
+      class-stratified subset of the training set and evaluate on it instead of the test
+      split (hyperparameter tuning); applied before the max_*_examples subsets.
     max_train_examples, max_test_examples (0 = all): seeded, class-stratified subsets.
     subset_seed: seed of those subsets; default `seed`, else 0.
     test_fraction, split_seed (embedded only): 0.2 and 0 by default.
@@ -728,6 +758,13 @@ def load_dataset(data_cfg: Any, seed: int | None = None):
   else:
     from fedjax_sharp.data import federated_files  # pylint: disable=g-import-not-at-top
     ds = federated_files.load_from_config(source, data_cfg)
+
+  n_val = int(getattr(data_cfg, "validation_examples", 0) or 0)
+  if n_val < 0:
+    raise ValueError(f"data.validation_examples must be >= 0 (0 = evaluate on the test "
+                     f"split), got {n_val}")
+  if n_val:
+    ds = hold_out_validation(ds, n_val, seed=int(getattr(data_cfg, "validation_seed", 0) or 0))
 
   max_train = int(getattr(data_cfg, "max_train_examples", 0) or 0)
   max_test = int(getattr(data_cfg, "max_test_examples", 0) or 0)

@@ -46,6 +46,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.augment_pad = 4           # zero padding of the random crop (FedGMT's text: 2; its code: 4)
   c.data.max_train_examples = 0    # 0 = all (a seeded, class-stratified subset otherwise)
   c.data.max_test_examples = 0
+  # > 0: hold out this many training examples (seeded by validation_seed, class-stratified),
+  # never trained on, and evaluate on them instead of the test split: for tuning.
+  c.data.validation_examples = 0
+  c.data.validation_seed = 0
   # Text (tfds ag_news_subset): tokens per example, vocabulary from the training split.
   c.data.max_length = 200
   c.data.vocab_min_count = 2
@@ -357,6 +361,9 @@ def validate(config) -> None:
          f"must be >= 1, got {config.data.get('imbalance_factor')}")
   _check(config.data.get("max_train_examples", 0) >= 0, "data.max_train_examples",
          f"must be >= 0 (0 = all), got {config.data.get('max_train_examples')}")
+  _check(config.data.get("validation_examples", 0) >= 0, "data.validation_examples",
+         f"must be >= 0 (0 = evaluate on the test split), got "
+         f"{config.data.get('validation_examples')}")
   _validate_blocks(config.algorithm, "algorithm")
   if "task" in config:
     _validate_blocks(config.task, "task")

@@ -447,6 +447,9 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
   summary.update({
       "status": status, "completed_rounds": len(records), "configured_rounds": config.rounds,
       "name": config.name, "algorithm": exp.algorithm.name, "seed": config.seed,
+      # Which split the test_* / worst-class metrics were measured on.
+      "eval_split": ("validation" if int(config.data.get("validation_examples", 0) or 0)
+                     else "test"),
       "build_time_s": build_time, "first_round_time_s": times[0] if times else None,
       "mean_round_time_s": float(np.mean(times[1:] or times)) if times else None,
       "traces": exp.engine.trace_count,
