@@ -37,6 +37,12 @@ _REUSE = flags.DEFINE_bool(
     "them again (an interrupted grid continues; a finished run of another setting is an error).")
 
 
+_SWEEP = flags.DEFINE_bool(
+    "sweep", False, "Run the runs that differ only in seed and learning rate (every seed of a "
+    "variant; variants such as 'fedavg[local.lr=0.05]') as one compiled program, vmapped over "
+    "the experiments (needs --config.engine.client_strategy=vmap or another single-jit one).")
+
+
 _REPORT_ONLY = flags.DEFINE_bool(
     "report_only", False, "Start no run: tabulate the finished runs of the same setting under "
     "--workdir (a partial grid, or one still running elsewhere); missing ones are listed.")
@@ -60,7 +66,7 @@ def main(argv):
       raise app.UsageError(f"--algorithms: {name!r} is not one of {sorted(allowed)}")
   results = compare.run_grid(config, algorithms, [int(s) for s in _SEEDS.value],
                              _WORKDIR.value, reuse=_REUSE.value,
-                             report_only=_REPORT_ONLY.value,
+                             report_only=_REPORT_ONLY.value, sweep=_SWEEP.value,
                              hessian=({"k": _HESSIAN.value, "iters": _HESSIAN_ITERS.value,
                                        "max_examples": _HESSIAN_EXAMPLES.value}
                                       if _HESSIAN.value > 0 else None))

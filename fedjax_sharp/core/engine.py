@@ -178,6 +178,11 @@ class RoundEngine:
     ...; exchange e > 0 uses `fold_in(key, e)`); the metrics are the last exchange's.
     """
     run = self._host_round if self.execution.client_strategy == "host" else self._jit_round
+    return self._exchanges(run, server_state, client_table, data, cohort, round_info, key)
+
+  def _exchanges(self, run, server_state, client_table, data, cohort, round_info, key):
+    """`run` once per exchange of the round (phase e uses `fold_in(key, e)` for e > 0)."""
+    metrics = None
     for phase in range(self.algorithm.exchanges):
       info = round_info.replace(phase=jnp.int32(phase)) if self.algorithm.exchanges > 1 \
           else round_info
@@ -185,6 +190,30 @@ class RoundEngine:
       server_state, client_table, metrics = run(server_state, client_table, data, cohort, info,
                                                 phase_key)
     return server_state, client_table, metrics
+
+  def sweep_round(self, server_states, client_tables, data: TrainData, cohorts: Cohort,
+                  round_idx: int, learning_rates, keys):
+    """One round of E independent experiments as one compiled program (vmap over a leading
+    experiment axis): `server_states`, `client_tables`, `cohorts` (each its own clients and
+    data plan), `learning_rates` [E] and `keys` [E] are stacked along axis 0; `data` is shared.
+    Experiment e computes exactly what `round` computes with its slices. Needs a single-jit
+    strategy (the 'host' strategy dispatches per client from Python)."""
+    if self.execution.client_strategy == "host":
+      raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
+                       "chunked_vmap | unrolled), not 'host' (the CPU's 'auto')")
+    return self._jit_sweep(server_states, client_tables, data, cohorts, jnp.int32(round_idx),
+                           jnp.asarray(learning_rates, jnp.float32), keys)
+
+  @functools.partial(jax.jit, static_argnums=(0,))
+  def _jit_sweep(self, server_states, client_tables, data, cohorts, round_idx, learning_rates,
+                 keys):
+    self.trace_counts["sweep"] += 1
+
+    def one(server_state, client_table, cohort, learning_rate, key):
+      info = RoundInfo(round=round_idx, learning_rate=learning_rate,
+                       num_clients=self.num_clients)
+      return self._exchanges(self._round, server_state, client_table, data, cohort, info, key)
+    return jax.vmap(one)(server_states, client_tables, cohorts, learning_rates, keys)
 
   def repeat_rounds(self, server_state, client_table, data: TrainData, cohort: Cohort,
                     first_round: int, num_rounds: int, learning_rate: float, key):
@@ -206,14 +235,8 @@ class RoundEngine:
     def one(carry, t):
       server_state, client_table, _ = carry
       info = RoundInfo(round=t, learning_rate=learning_rate, num_clients=self.num_clients)
-      metrics = None
-      for phase in range(self.algorithm.exchanges):
-        phase_info = info.replace(phase=jnp.int32(phase)) if self.algorithm.exchanges > 1 \
-            else info
-        phase_key = jax.random.fold_in(key, phase) if phase else key
-        server_state, client_table, metrics = self._round(server_state, client_table, data,
-                                                          cohort, phase_info, phase_key)
-      return (server_state, client_table, metrics), None
+      return self._exchanges(self._round, server_state, client_table, data, cohort, info,
+                             key), None
 
     info0 = RoundInfo(round=first_round, learning_rate=learning_rate,
                       num_clients=self.num_clients)

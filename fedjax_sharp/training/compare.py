@@ -123,7 +123,7 @@ def _reusable(run_dir: str, cfg) -> bool:
 def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: str | None,
              progress: bool = True, reuse: bool = False,
              hessian: dict | None = None,
-             report_only: bool = False) -> dict[str, list[dict]]:
+             report_only: bool = False, sweep: bool = False) -> dict[str, list[dict]]:
   """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}.
 
   Each run writes its own directory under `workdir` (a temporary one if None): the per-round
@@ -134,35 +134,71 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
   compute the final model's top Hessian eigenvalues of every run that has none yet.
   `report_only`: start nothing; tabulate the finished runs of the same setting only (a grid
   still running elsewhere, or a partial one), logging which (algorithm, seed) are missing.
+  `sweep`: the runs that differ only in seed and learning rate (the seeds of one variant, and
+  variants like `fedavg[local.lr=0.05]`) run together as one compiled program
+  (`training.sweep`; needs a single-jit engine.client_strategy); same files, same results.
   """
   from fedjax_sharp.training import run_analysis
   workdir = workdir or tempfile.mkdtemp(prefix="fedjax_sharp_compare_")
-  results: dict[str, list[dict]] = {}
+  plan, pending = [], []
   for name in algorithms:
     for seed in seeds:
       cfg = configure_variant(config, name, seed)
       run_dir = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.=-]+", "_", name), f"seed_{seed}")
-      if report_only and not _reusable(run_dir, cfg):
+      finished = (reuse or report_only) and _reusable(run_dir, cfg)
+      if report_only and not finished:
         logging.warning("report_only: no finished run of %s seed %d in %s (left out)", name,
                         seed, run_dir)
         continue
-      if (reuse or report_only) and _reusable(run_dir, cfg):
+      if finished:
         logging.info("reusing the finished run in %s", run_dir)
-        with open(os.path.join(run_dir, "summary.json")) as f:
-          summary = json.load(f)
       else:
-        summary = loop.run(cfg, run_dir, progress=progress)
-      records = metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
-      hessian_path = os.path.join(run_dir, run_analysis.HESSIAN_FILE)
-      stored = json.load(open(hessian_path)) if os.path.exists(hessian_path) else {}
-      if hessian is not None and "final" not in stored and not report_only:
-        stored["final"] = run_analysis.run_hessian(run_dir, **hessian)
-      results.setdefault(name, []).append({"summary": summary, "records": records,
-                                           "hessian": stored.get("final")})
+        pending.append((cfg, run_dir))
+      plan.append((name, run_dir))
+  summaries = {}
+  if sweep:
+    from fedjax_sharp.training import sweep as sweep_lib  # pylint: disable=g-import-not-at-top
+    for group in _sweep_groups(pending, sweep_lib):
+      logging.info("sweep of %d experiments: %s", len(group), [d for _, d in group])
+      for (_, run_dir), summary in zip(group, sweep_lib.run_sweep(
+          [c for c, _ in group], [d for _, d in group], progress=progress)):
+        summaries[run_dir] = summary
+  else:
+    for cfg, run_dir in pending:
+      summaries[run_dir] = loop.run(cfg, run_dir, progress=progress)
+  results: dict[str, list[dict]] = {}
+  for name, run_dir in plan:
+    summary = summaries.get(run_dir)
+    if summary is None:
+      with open(os.path.join(run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    records = metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+    hessian_path = os.path.join(run_dir, run_analysis.HESSIAN_FILE)
+    stored = json.load(open(hessian_path)) if os.path.exists(hessian_path) else {}
+    if hessian is not None and "final" not in stored and not report_only:
+      stored["final"] = run_analysis.run_hessian(run_dir, **hessian)
+    results.setdefault(name, []).append({"summary": summary, "records": records,
+                                         "hessian": stored.get("final")})
   if not results:
     raise ValueError(f"no finished run of {list(algorithms)} x seeds {list(seeds)} under "
                      f"{workdir}")
   return results
+
+
+def _sweep_groups(pending, sweep_lib) -> list[list]:
+  """Greedy grouping of (config, run_dir) into sets that can share one compiled round."""
+  groups: list[list] = []
+  for item in pending:
+    for group in groups:
+      try:
+        sweep_lib.check_compatible([group[0][0], item[0]])
+      except ValueError:
+        continue
+      group.append(item)
+      break
+    else:
+      groups.append([item])
+  return groups
 
 
 LOG_SCALE_METRICS = ("distance_to_saddle", "phi_gap", "grad_phi_norm", "abs_x")

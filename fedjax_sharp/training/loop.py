@@ -149,12 +149,15 @@ def model_fields(config, dataset) -> dict:
   return fields
 
 
-def build_experiment(config) -> Experiment:
+def build_experiment(config, dataset=None) -> Experiment:
+  """Everything a run needs, from the config. `dataset`: an already loaded dataset of
+  `config.data` (sweeps load it once for all their experiments; classification only)."""
   config_lib.validate(config)
   if config_lib.is_minimax(config):
     from fedjax_sharp.minimax import experiment as minimax_experiment
     return minimax_experiment.build_experiment(config)
-  dataset = data_lib.load_dataset(config.data)
+  if dataset is None:
+    dataset = data_lib.load_dataset(config.data)
   client_indices = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
   root = jax.random.key(config.seed)
   model = model_registry.get_model(config.model.name, dataset.num_classes,
@@ -273,37 +276,16 @@ def run(config, workdir: str | None = None, progress: bool = True,
       workdir_lib.check_setting(workdir, config)
     t_build = time.time()
     exp = experiment or build_experiment(config)
-    build_time = time.time() - t_build
-    server_state, client_table = exp.engine.init(exp.init_params)
-    start_round, bytes_total, records, writer = 0, 0, [], None
-    if workdir:
-      restored = (checkpoints.restore(workdir, config, server_state, client_table)
-                  if config.resume else None)
-      if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
-        shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
-      metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
-                                    config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
-      vocabulary = getattr(exp.dataset, "vocabulary", None)
-      if vocabulary is not None:  # text: the run's token ids are reproducible from this file
-        data_lib.save_vocabulary(os.path.join(workdir, VOCABULARY_FILE), vocabulary)
-      metrics_path = os.path.join(workdir, "metrics.jsonl")
-      if restored:
-        start_round, server_state, client_table, bytes_total, _ = restored
-        # Keep the metrics of the checkpointed rounds only, then append.
-        if os.path.exists(metrics_path):
-          records = [r for r in metrics_lib.read_jsonl(metrics_path) if r["round"] < start_round]
-        else:
-          logging.warning("%s is missing: rounds before %d have no records (the summary covers "
-                          "the rounds from %d on)", metrics_path, start_round, start_round)
-        metrics_lib.atomic_write_text(metrics_path,
-                                      "".join(json.dumps(r) + "\n" for r in records))
-        logging.info("resuming %s from round %d (%s)", config.name, start_round, workdir)
-      writer = metrics_lib.JsonlWriter(metrics_path, truncate=not restored)
+    r = RunRecorder(config, workdir, exp, time.time() - t_build, progress)
     status = "failed"
     try:
       with _sigterm_as_interrupt():
-        records = _train(config, exp, workdir, writer, server_state, client_table, start_round,
-                         bytes_total, records, progress)
+        for t in range(r.start_round, config.rounds):
+          t_round = time.time()
+          data, cohort = exp.feeder.for_round(t)
+          server_state, client_table, m = exp.engine.round(
+              r.server_state, r.client_table, data, cohort, exp.round_info(t), r.train_key)
+          r.record_round(t, server_state, client_table, m, cohort, t_round)
       status = "completed"
     except (RunInterrupted, KeyboardInterrupt):
       status = "interrupted"
@@ -312,51 +294,84 @@ def run(config, workdir: str | None = None, progress: bool = True,
       status = "diverged"
       raise
     finally:
-      exp.feeder.close()
-      if writer:
-        try:
-          writer.close()
-        except OSError as e:
-          logging.error("closing metrics.jsonl failed: %s", e)
-      summary = _summarize_run(config, exp, records, build_time, status)
-      if workdir:
-        try:
-          metrics_lib.atomic_write_json(os.path.join(workdir, "summary.json"), summary)
-        except OSError as e:
-          logging.error("writing %s failed: %s", os.path.join(workdir, "summary.json"), e)
+      summary = r.close(status)
   return summary
 
 
-def _train(config, exp: Experiment, workdir, writer, server_state, client_table, start_round,
-           bytes_total, records, progress):
-  """The rounds; appends to and returns `records` (also when it raises, via the list)."""
-  comm = exp.algorithm.communication
-  logging.info("%s: %s on %s, %d clients, %d per round, cohort shape (C, S, B) = %s, "
-               "%d parameters, engine %s", config.name, exp.algorithm.name,
-               (f"{config.data.source}/{config.data.name} ({config.data.partition})"
-                if exp.dataset is not None else f"task {config.task.name}"),
-               len(exp.client_indices), config.clients_per_round, exp.sampler.shape,
-               tree.num_elements(exp.init_params), exp.engine.execution)
-  train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
-  bar = Progress(config.rounds, config.log_every, start=start_round) if progress else None
-  if bar:
-    bar.metric = exp.metric
-  on_nonfinite = str(config.get("training", {}).get("on_nonfinite", "stop"))
-  keep = int(config.get("checkpoint_keep", 2))
-  average_last = int(config.eval.get("average_last", 0))
-  hessian_every = int(config.eval.get("hessian_every", 0))
-  param_sum, param_count = None, 0
-  t0 = time.time() - (records[-1]["wall_time_s"] if records else 0.0)
-  for t in range(start_round, config.rounds):
-    t_round = time.time()
-    data, cohort = exp.feeder.for_round(t)
-    server_state, client_table, m = exp.engine.round(
-        server_state, client_table, data, cohort, exp.round_info(t), train_key)
+class RunRecorder:
+  """One experiment's bookkeeping around its rounds, shared by `run` and the sweeps
+  (`fedjax_sharp.training.sweep`): resume from the checkpoint, config.json, metrics.jsonl
+  written round by round, evaluation, divergence check, checkpoints, artifacts, final models,
+  progress display and the summary. The caller holds the workdir lock and computes the rounds.
+
+  After construction, `server_state`, `client_table` and `start_round` are where training
+  starts (restored from the checkpoint when there is one); `record_round` takes each round's
+  result (and raises DivergedError on a non-finite round when `training.on_nonfinite='stop'`);
+  `close(status)` writes the summary and returns it.
+  """
+
+  def __init__(self, config, workdir: str | None, exp: Experiment, build_time: float,
+               progress: bool = True):
+    self.config, self.workdir, self.exp, self.build_time = config, workdir, exp, build_time
+    self.server_state, self.client_table = exp.engine.init(exp.init_params)
+    self.start_round, self.bytes_total, self.records, self.writer = 0, 0, [], None
+    self.train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
+    if workdir:
+      self._open_workdir()
+    logging.info("%s: %s on %s, %d clients, %d per round, cohort shape (C, S, B) = %s, "
+                 "%d parameters, engine %s", config.name, exp.algorithm.name,
+                 (f"{config.data.source}/{config.data.name} ({config.data.partition})"
+                  if exp.dataset is not None else f"task {config.task.name}"),
+                 len(exp.client_indices), config.clients_per_round, exp.sampler.shape,
+                 tree.num_elements(exp.init_params), exp.engine.execution)
+    self.bar = (Progress(config.rounds, config.log_every, start=self.start_round)
+                if progress else None)
+    if self.bar:
+      self.bar.metric = exp.metric
+    self.on_nonfinite = str(config.get("training", {}).get("on_nonfinite", "stop"))
+    self.param_sum, self.param_count = None, 0
+    self.t0 = time.time() - (self.records[-1]["wall_time_s"] if self.records else 0.0)
+
+  def _open_workdir(self):
+    config, workdir, exp = self.config, self.workdir, self.exp
+    restored = (checkpoints.restore(workdir, config, self.server_state, self.client_table)
+                if config.resume else None)
+    if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
+      shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
+    metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
+                                  config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+    vocabulary = getattr(exp.dataset, "vocabulary", None)
+    if vocabulary is not None:  # text: the run's token ids are reproducible from this file
+      data_lib.save_vocabulary(os.path.join(workdir, VOCABULARY_FILE), vocabulary)
+    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    if restored:
+      self.start_round, self.server_state, self.client_table, self.bytes_total, _ = restored
+      # Keep the metrics of the checkpointed rounds only, then append.
+      if os.path.exists(metrics_path):
+        self.records = [r for r in metrics_lib.read_jsonl(metrics_path)
+                        if r["round"] < self.start_round]
+      else:
+        logging.warning("%s is missing: rounds before %d have no records (the summary covers "
+                        "the rounds from %d on)", metrics_path, self.start_round,
+                        self.start_round)
+      metrics_lib.atomic_write_text(metrics_path,
+                                    "".join(json.dumps(r) + "\n" for r in self.records))
+      logging.info("resuming %s from round %d (%s)", config.name, self.start_round, workdir)
+    self.writer = metrics_lib.JsonlWriter(metrics_path, truncate=not restored)
+
+  def record_round(self, t: int, server_state, client_table, m, cohort, t_round: float,
+                   round_time: float | None = None) -> dict:
+    """Takes round `t`'s result: metrics record (evaluated on the eval rounds), written at once;
+    checkpoint, artifacts and final models when due. `round_time` defaults to now - t_round;
+    `client_table` may be a zero-argument function returning it (called only to save it)."""
+    config, exp, workdir = self.config, self.exp, self.workdir
+    self.server_state, self.client_table = server_state, client_table
+    comm = exp.algorithm.communication
     m = jax.device_get(m)
-    num_real = int(np.sum(cohort.weights > 0))
+    num_real = int(np.sum(np.asarray(cohort.weights) > 0))
     bytes_down = int(num_real * comm.down * exp.model_bytes)
     bytes_up = int(num_real * comm.up * exp.model_bytes)
-    bytes_total += bytes_down + bytes_up
+    self.bytes_total += bytes_down + bytes_up
     # The players of a minimax task have their own constant rates (config.minimax); the
     # decayed classification rate would be a number nothing uses.
     rates = ({"lr_x": float(config.minimax.lr_x), "lr_y": float(config.minimax.lr_y)}
@@ -378,33 +393,40 @@ def _train(config, exp: Experiment, workdir, writer, server_state, client_table,
     else:
       record.update({"test_loss": None, "test_accuracy": None} if exp.metric == "test_accuracy"
                     else {exp.metric: None})
+    hessian_every = int(config.eval.get("hessian_every", 0))
     if finite and hessian_every and ((t + 1) % hessian_every == 0 or t + 1 == config.rounds):
       record["lambda_max"] = float(exp.top_eigenvalues(
           global_params, k=1, iters=int(config.eval.hessian_iters),
           max_examples=int(config.eval.hessian_examples))[0])
+    average_last = int(config.eval.get("average_last", 0))
     if average_last and t >= config.rounds - average_last:
-      param_sum = global_params if param_sum is None else tree.add(param_sum, global_params)
-      param_count += 1
+      self.param_sum = (global_params if self.param_sum is None
+                        else tree.add(self.param_sum, global_params))
+      self.param_count += 1
     now = time.time()
-    record.update({"round_time_s": now - t_round, "wall_time_s": now - t0,
-                   "bytes_down": bytes_down, "bytes_up": bytes_up, "bytes_total": bytes_total})
+    record.update({"round_time_s": now - t_round if round_time is None else round_time,
+                   "wall_time_s": now - self.t0, "bytes_down": bytes_down,
+                   "bytes_up": bytes_up, "bytes_total": self.bytes_total})
     if not finite:
       record["nonfinite"] = True
-    records.append(record)
-    if writer:
-      writer.write(record)
+    self.records.append(record)
+    if self.writer:
+      self.writer.write(record)
     if not finite:
       last = checkpoints.latest_round(workdir) if workdir else None
       message = (f"round {t}: non-finite training loss or global model "
                  f"(train loss {record['train_loss']}); last good checkpoint: "
                  f"{f'round {last}' if last is not None else 'none'}")
-      if on_nonfinite == "stop":
+      if self.on_nonfinite == "stop":
         raise DivergedError(message + " (stopped: training.on_nonfinite='stop')")
       logging.warning("%s (continuing: training.on_nonfinite='warn')", message)
     if workdir:
       if config.checkpoint_every and ((t + 1) % config.checkpoint_every == 0
                                       or t + 1 == config.rounds):
-        checkpoints.save(workdir, config, t + 1, server_state, client_table, bytes_total, keep)
+        if callable(client_table):  # a sweep slices its stacked table only when it is saved
+          client_table = self.client_table = client_table()
+        checkpoints.save(workdir, config, t + 1, server_state, client_table, self.bytes_total,
+                         int(config.get("checkpoint_keep", 2)))
       artifact_every = int(config.eval.get("artifact_every", 0))
       if exp.artifacts and ((artifact_every and (t + 1) % artifact_every == 0)
                             or t + 1 == config.rounds):
@@ -412,13 +434,30 @@ def _train(config, exp: Experiment, workdir, writer, server_state, client_table,
                       f"round{t + 1:05d}")
       if t + 1 == config.rounds:  # the models that analysis tools read (experiments/hessian.py)
         save_params(os.path.join(workdir, FINAL_PARAMS), global_params)
-        if param_count:
+        if self.param_count:
           save_params(os.path.join(workdir, AVERAGE_PARAMS),
-                      tree.scale(1.0 / param_count, param_sum))
-    if bar:
-      bar.update(t + 1, record)
-  exp.averaged_models = param_count
-  return records
+                      tree.scale(1.0 / self.param_count, self.param_sum))
+    if self.bar:
+      self.bar.update(t + 1, record)
+    return record
+
+  def close(self, status: str) -> dict:
+    """Closes the metrics file and writes summary.json (errors are logged: the summary of an
+    interrupted or failed run must not hide the original exception). Returns the summary."""
+    self.exp.averaged_models = self.param_count
+    self.exp.feeder.close()
+    if self.writer:
+      try:
+        self.writer.close()
+      except OSError as e:
+        logging.error("closing metrics.jsonl failed: %s", e)
+    summary = _summarize_run(self.config, self.exp, self.records, self.build_time, status)
+    if self.workdir:
+      try:
+        metrics_lib.atomic_write_json(os.path.join(self.workdir, "summary.json"), summary)
+      except OSError as e:
+        logging.error("writing %s failed: %s", os.path.join(self.workdir, "summary.json"), e)
+    return summary
 
 
 def provenance() -> dict:

@@ -1,0 +1,173 @@
+"""Sweeps: several experiments of one algorithm (seeds x learning rates) as one compiled program.
+
+    summaries = sweep.run_sweep([cfg_seed0_lr1, cfg_seed1_lr1, ...], [workdir_0, workdir_1, ...])
+
+The experiments differ only in `seed`, `local.lr` and `local.lr_decay` (and `name`); everything
+else that shapes the computation must be equal (checked: the error lists the differing fields).
+Each experiment keeps its own partition, initial model, cohorts, data order and PRNG streams,
+exactly as if it ran alone: the round engine vmaps its jitted round over a leading experiment
+axis (`RoundEngine.sweep_round`), with the training set shared and each experiment's data plan
+padded to the longest plan with masked (no-op) steps. Each experiment writes its own run
+directory (config.json, metrics.jsonl round by round, checkpoints, summary.json: the same files
+as `loop.run`), through the same `loop.RunRecorder`, so tables and resumption work unchanged;
+`round_time_s` there is the whole sweep's round (`sweep_size` in the summary says how many
+shared it). A diverged experiment is closed with status 'diverged' and the others go on.
+Experiments resumed from checkpoints of different rounds wait for the sweep to reach theirs.
+
+Other scalar hyperparameters (rho, beta, alpha...) are Python floats inside the algorithms'
+closures today, so a sweep over them compiles one program per value (`compare.py` does that).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Sequence
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp import data as data_lib
+from fedjax_sharp.core import feeding, tree
+from fedjax_sharp.core.engine import Cohort
+from fedjax_sharp.errors import DivergedError, RunInterrupted
+from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import loop
+from fedjax_sharp.training import workdir as workdir_lib
+
+# Fields the experiments of one sweep may differ in (everything else must be equal).
+SWEEP_FIELDS = ("seed", "local.lr", "local.lr_decay")
+
+
+def check_compatible(configs: Sequence) -> None:
+  """Raises ValueError naming the fields where a config differs from the first one beyond
+  SWEEP_FIELDS (such experiments cannot share one compiled round)."""
+  if not configs:
+    raise ValueError("a sweep needs at least one config")
+  import json  # pylint: disable=g-import-not-at-top
+  first = json.loads(configs[0].to_json_best_effort())
+  for e, c in enumerate(configs[1:], 1):
+    diffs = config_lib.setting_differences(first, c, allow=SWEEP_FIELDS)
+    if c.rounds != configs[0].rounds:
+      diffs.append(f"rounds: {configs[0].rounds!r} vs {c.rounds!r}")
+    if diffs:
+      raise ValueError(f"sweep: experiment {e} differs from experiment 0 beyond "
+                       f"{list(SWEEP_FIELDS)}: " + "; ".join(d.replace("saved", "first")
+                                                            .replace(", now", ", this")
+                                                            for d in diffs)
+                       + ". Run such settings as separate sweeps (or compare.py).")
+
+
+def pad_steps(cohort: Cohort, num_steps: int) -> Cohort:
+  """The same plan with `num_steps` steps: the extra steps are masked (change nothing)."""
+  extra = num_steps - cohort.batch_idx.shape[1]
+  if extra == 0:
+    return cohort
+  pad = lambda a: np.pad(np.asarray(a), [(0, 0), (0, extra)] + [(0, 0)] * (a.ndim - 2))
+  return cohort.replace(batch_idx=pad(cohort.batch_idx), example_mask=pad(cohort.example_mask),
+                        step_mask=pad(cohort.step_mask))
+
+
+def build_experiments(configs: Sequence) -> list[loop.Experiment]:
+  """The experiments of a sweep, sharing one loaded dataset and one device copy of it."""
+  check_compatible(configs)
+  minimax = config_lib.is_minimax(configs[0])
+  dataset = None if minimax else data_lib.load_dataset(configs[0].data)
+  exps = [loop.build_experiment(c, dataset=dataset) for c in configs]
+  if any(e.feeder.kind != "device" for e in exps):
+    raise ValueError("sweeps feed the training set from the device: data.feed='host' (or "
+                     "'auto' above data.device_budget_mb) is not supported; run separately")
+  shared = exps[0].feeder.data
+  for e in exps[1:]:
+    if (e.feeder.data.x.shape != shared.x.shape
+        or not np.array_equal(np.asarray(e.feeder.data.y), np.asarray(shared.y))):
+      raise ValueError("sweep: the experiments' training sets differ (data.* fields?)")
+    e.feeder = feeding.DeviceFeeder(shared.x, shared.y, e.sampler.build)
+  if exps[0].engine.execution.client_strategy == "host":
+    raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
+                     "chunked_vmap | unrolled), not 'host' (the CPU's 'auto'): set "
+                     "--config.engine.client_strategy=vmap")
+  return exps
+
+
+def run_sweep(configs: Sequence, workdirs: Sequence[str | None] | None = None,
+              progress: bool = True) -> list[dict]:
+  """Runs the experiments together; returns their summaries (in order). See the module doc."""
+  workdirs = list(workdirs) if workdirs is not None else [None] * len(configs)
+  if len(workdirs) != len(configs):
+    raise ValueError(f"{len(configs)} configs but {len(workdirs)} workdirs")
+  real = [w for w in workdirs if w]
+  if len(set(real)) != len(real):
+    raise ValueError("sweep: two experiments share a workdir")
+  with contextlib.ExitStack() as stack:
+    for c, w in zip(configs, workdirs):
+      if w:
+        stack.enter_context(workdir_lib.WorkdirLock(w))
+        workdir_lib.check_setting(w, c)
+    t_build = time.time()
+    exps = build_experiments(configs)
+    build_time = time.time() - t_build
+    recorders = [loop.RunRecorder(c, w, x, build_time, progress and e == 0)
+                 for e, (c, w, x) in enumerate(zip(configs, workdirs, exps))]
+    status = ["running"] * len(recorders)
+    summaries: list[dict | None] = [None] * len(recorders)
+    try:
+      with loop._sigterm_as_interrupt():  # pylint: disable=protected-access
+        _train(configs[0].rounds, exps, recorders, status, summaries)
+    except (RunInterrupted, KeyboardInterrupt):
+      _close_all(recorders, status, summaries, "interrupted")
+      raise
+    except BaseException:
+      _close_all(recorders, status, summaries, "failed")
+      raise
+    _close_all(recorders, status, summaries, "completed")
+  for s in summaries:
+    s["sweep_size"] = len(configs)
+  return summaries
+
+
+def _close_all(recorders, status, summaries, final):
+  for e, r in enumerate(recorders):
+    if status[e] == "running":
+      status[e] = final
+      summaries[e] = r.close(final)
+
+
+def _train(rounds, exps, recorders, status, summaries):
+  engine = exps[0].engine
+  server_states = tree.stack([r.server_state for r in recorders])
+  client_tables = tree.stack([r.client_table for r in recorders])
+  keys = jnp.stack([r.train_key for r in recorders])
+  data = exps[0].feeder.data
+  num_steps = max(x.sampler.shape[1] for x in exps)
+  starts = np.array([r.start_round for r in recorders])
+  for t in range(int(starts.min()), rounds):
+    t_round = time.time()
+    cohorts = [pad_steps(x.feeder.for_round(t)[1], num_steps) for x in exps]
+    rates = [x.learning_rate(t) for x in exps]
+    new_states, new_tables, metrics = engine.sweep_round(
+        server_states, client_tables, data, tree.stack(cohorts), t, rates, keys)
+    if (starts > t).any():
+      # Experiments resumed from a later checkpoint wait (state unchanged) until the sweep
+      # reaches their round; the others catch up.
+      keep = jnp.asarray(starts > t)
+      select = lambda new, old: jnp.where(keep.reshape((-1,) + (1,) * (new.ndim - 1)), old, new)
+      new_states = jax.tree.map(select, new_states, server_states)
+      new_tables = jax.tree.map(select, new_tables, client_tables)
+    server_states, client_tables = new_states, new_tables
+    metrics = jax.device_get(metrics)
+    round_time = time.time() - t_round
+    for e, r in enumerate(recorders):
+      if status[e] != "running" or t < starts[e]:
+        continue   # a diverged experiment keeps computing in its lane; nothing is recorded
+      try:
+        r.record_round(t, tree.index(server_states, e), lambda e=e: tree.index(client_tables, e),
+                       tree.index(metrics, e), cohorts[e], t_round, round_time=round_time)
+      except DivergedError as err:
+        logging.error("sweep experiment %d (%s, seed %d): %s", e, r.config.name, r.config.seed,
+                      err)
+        status[e] = "diverged"
+        summaries[e] = r.close("diverged")
+    if all(s != "running" for s in status):
+      break
