@@ -198,3 +198,33 @@ def test_cohort_sampler_errors_name_the_field(tiny, kwargs, field):
   args.update(kwargs)
   with pytest.raises(ValueError, match=field):
     CohortSampler(tiny.client_indices, **args)
+
+
+@pytest.mark.parametrize("client_strategy", ["vmap", "map", "chunked_vmap"])
+@pytest.mark.parametrize("skip_padding,sort_clients", [(False, False), (True, False),
+                                                       (True, True), (False, True)])
+def test_skipping_padding_steps_and_sorting_clients_change_no_result(tiny, client_strategy,
+                                                                      skip_padding, sort_clients):
+  from fedjax_sharp.algorithms.fed_dyn import fed_dyn
+  # Ragged clients (5..12 examples, batch 2: 2..6 steps per epoch) and extra padding steps;
+  # FedDyn's per-client duals check that a sorted cohort scatters each client's own row back.
+  alg = fed_dyn(tiny.apply, local_sgd(MOM, WD), alpha=0.1)
+  sampler = CohortSampler(tiny.client_indices, 4, 2, local_epochs=1, seed=4,
+                          max_steps=num_local_steps(12, 2, 1, 0) + 3)
+  ref_server, ref_table, ref_m, _ = _run(tiny, alg, sampler, 3,
+                                         ExecutionConfig("unrolled", 1, "unrolled"))
+  execution = ExecutionConfig(client_strategy, 2, "rolled", skip_padding=skip_padding,
+                              sort_clients=sort_clients)
+  server, table, m, _ = _run(tiny, alg, sampler, 3, execution, pad_to=5)
+  assert _max_diff(server, ref_server) < 1e-5
+  assert _max_diff(table, ref_table) < 1e-5
+  for k in ref_m:
+    np.testing.assert_allclose(m[k], ref_m[k], rtol=1e-5)
+
+
+def test_execution_config_from_a_config_block():
+  from fedjax_sharp.training.config import base_config
+  engine = base_config().engine
+  engine.client_strategy, engine.sort_clients = "chunked_vmap", True
+  got = ExecutionConfig.from_config(engine)
+  assert (got.client_strategy, got.sort_clients, got.skip_padding) == ("chunked_vmap", True, True)

@@ -48,12 +48,29 @@ class ExecutionConfig:
     all-padding chunks are skipped, so ragged clients cost their own steps only) | 'auto'.
   local_loop: 'rolled' (lax.scan) | 'partial' (scan with `unroll`) | 'unrolled' (Python loop)
     | 'auto'.
+  skip_padding: with local_loop='rolled', each client's loop stops after its last real step
+    (a `fori_loop` with the client's own trip count) instead of scanning over all `S` steps of
+    the plan. Under vmap the batched loop runs until the longest client of the vmapped group is
+    done: the cohort's largest K_m instead of the population's. Exact (padding steps are
+    no-ops either way).
+  sort_clients: order the cohort by local step count (largest first) inside the round, so the
+    vmapped chunks of 'chunked_vmap' hold clients of similar length (buckets) and, with
+    skip_padding, each chunk runs for its own longest client. Only the summation order of
+    the aggregation changes (float rounding).
   """
   client_strategy: str = "auto"
   chunk_size: int = 4
   local_loop: str = "auto"
   unroll: int = 4
   host_chunk: int = 8
+  skip_padding: bool = True
+  sort_clients: bool = False
+
+  @classmethod
+  def from_config(cls, engine_cfg) -> "ExecutionConfig":
+    """From a config's `engine` block (fields missing there keep their defaults)."""
+    fields = {f.name: engine_cfg[f.name] for f in dataclasses.fields(cls) if f.name in engine_cfg}
+    return cls(**fields)
 
   def resolved(self, backend: str | None = None) -> "ExecutionConfig":
     """Replaces 'auto' by the measured best choice for the backend."""
@@ -284,6 +301,10 @@ class RoundEngine:
     xs = (step_ids, idx_SxB, mask_SxB, step_mask_S)
     carry = (local, metrics_sum)
     num_steps = step_mask_S.shape[0]
+    if self.execution.local_loop == "rolled" and self.execution.skip_padding:
+      # Trip count: one past the client's last real step (the steps after it are padding).
+      last = jnp.max(jnp.where(step_mask_S, jnp.arange(1, num_steps + 1), 0))
+      return jax.lax.fori_loop(0, last, lambda i, c: step(c, tree.index(xs, i))[0], carry)
     if self.execution.local_loop == "unrolled":
       for s in range(num_steps):
         carry, _ = step(carry, tree.index(xs, s))
@@ -333,6 +354,10 @@ class RoundEngine:
   def _round(self, server_state, client_table, data: TrainData, cohort: Cohort,
              round_info: RoundInfo, key):
     """The whole round in one jitted function (every strategy but 'host')."""
+    if self.execution.sort_clients:
+      # Longest clients first: the vmapped chunks become buckets of similar step counts.
+      order = jnp.argsort(-jnp.sum(cohort.step_mask, axis=1), stable=True)
+      cohort = jax.tree.map(lambda a: a[order], cohort)
     bcast, client_states, infos, round_key = self._prepare(server_state, client_table, cohort,
                                                            round_info, key)
 

@@ -62,9 +62,7 @@ def build_task(config):
 def build_experiment(config) -> loop.Experiment:
   task, dataset = build_task(config)
   algorithm = build_minimax_algorithm(config, task)
-  execution = ExecutionConfig(config.engine.client_strategy, config.engine.chunk_size,
-                              config.engine.local_loop, config.engine.unroll,
-                              config.engine.host_chunk)
+  execution = ExecutionConfig.from_config(config.engine)
   num_clients = len(task.client_indices)
   toy = config.task.name in tasks_lib.TOY_PROBLEMS
   engine = RoundEngine(algorithm, num_clients, execution, preprocess=task.preprocess)

@@ -165,6 +165,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.engine.host_chunk = 8            # local steps per jitted call ('host')
   c.engine.local_loop = "auto"       # auto | rolled | partial | unrolled
   c.engine.unroll = 4
+  c.engine.skip_padding = True       # rolled loops stop at each client's last real step
+  c.engine.sort_clients = False      # order the cohort by step count (chunked_vmap buckets)
 
   c.eval = ml_collections.ConfigDict()
   c.eval.every = 1                 # evaluate every k rounds (always in the last `last_n`)

@@ -168,9 +168,7 @@ def build_experiment(config, dataset=None) -> Experiment:
   algorithm = build_algorithm(config, apply_fn)
   preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
                                pad=int(config.data.get("augment_pad", 4)))
-  execution = ExecutionConfig(config.engine.client_strategy, config.engine.chunk_size,
-                              config.engine.local_loop, config.engine.unroll,
-                              config.engine.host_chunk)
+  execution = ExecutionConfig.from_config(config.engine)
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess)
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
