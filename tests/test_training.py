@@ -299,6 +299,11 @@ def test_compare_with_hessian_column(tmp_path):
   rows = compare.table_rows(results, 2, 0.0)
   assert all(r["lambda_max_mean"] > 0 for r in rows)
   assert "lambda_max" in compare.to_markdown(rows, 2, 0.0)
+  # Target columns only with a target; every row has the header's number of cells.
+  for target, columns in ((0.0, 8), (0.5, 10)):
+    table = compare.to_markdown(rows, 2, target)
+    assert ("rounds to 50%" in table) == bool(target)
+    assert {line.count("|") - 1 for line in table.splitlines()} == {columns}
   assert os.path.exists(tmp_path / "fedsam" / "seed_1" / "hessian.json")
 
 

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp.core import tree
+from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.core.algorithm import ClientInfo, FederatedAlgorithm, RoundInfo
 
 CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host")
@@ -107,6 +108,13 @@ class Cohort:
   batch_idx: jax.Array       # int32 [C, S, B] indices into the training arrays
   example_mask: jax.Array    # bool [C, S, B]
   step_mask: jax.Array       # bool [C, S]
+  # Rows of the client-state table the round gathers and scatters (None: `client_ids`; a
+  # host-held table passes the cohort's own [C, ...] rows, addressed by position).
+  rows: jax.Array | None = None
+
+  @property
+  def table_rows(self) -> jax.Array:
+    return self.client_ids if self.rows is None else self.rows
 
   @property
   def shape(self) -> tuple[int, int, int]:
@@ -144,13 +152,18 @@ class RoundEngine:
       (normalisation, augmentation). Default: uint8 images cast to float32, other inputs (e.g.
       int32 token ids) unchanged.
     donate: donate server state and client table buffers (ignored on CPU).
+    client_table: 'device' (a dense [M, ...] pytree updated inside jit) | 'host' (a
+      `HostClientTable`: the cohort's rows only reach the device; for large M).
   """
 
   def __init__(self, algorithm: FederatedAlgorithm, num_clients: int,
                execution: ExecutionConfig = ExecutionConfig(),
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
-               donate: bool = True):
+               donate: bool = True, client_table: str = "device"):
     execution.validate()
+    if client_table not in ("device", "host"):
+      raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
+    self.client_table = client_table
     self.algorithm = algorithm
     self.num_clients = int(num_clients)
     self.execution = execution.resolved()
@@ -182,10 +195,13 @@ class RoundEngine:
     return max(self.trace_counts.values(), default=0)
 
   def init(self, params):
-    """Returns (server_state, client_table) for initial global parameters."""
+    """Returns (server_state, client_table) for initial global parameters. The table is a
+    dense device pytree, or a `HostClientTable` with `client_table='host'`."""
     server_state = self.algorithm.server_init(params)
-    client_table = tile_client_state(self.algorithm.client_state_init(params), self.num_clients)
-    return server_state, client_table
+    row = self.algorithm.client_state_init(params)
+    if self.client_table == "host":
+      return server_state, HostClientTable(row, self.num_clients)
+    return server_state, tile_client_state(row, self.num_clients)
 
   def round(self, server_state, client_table, data: TrainData, cohort: Cohort,
             round_info: RoundInfo, key):
@@ -195,6 +211,13 @@ class RoundEngine:
     ...; exchange e > 0 uses `fold_in(key, e)`); the metrics are the last exchange's.
     """
     run = self._host_round if self.execution.client_strategy == "host" else self._jit_round
+    if isinstance(client_table, HostClientTable):
+      # Only the cohort's rows go to the device; written back in place after the round.
+      rows, positions = client_table.gather(cohort.client_ids)
+      server_state, rows, metrics = self._exchanges(
+          run, server_state, rows, data, cohort.replace(rows=positions), round_info, key)
+      client_table.scatter(cohort.client_ids, rows)
+      return server_state, client_table, metrics
     return self._exchanges(run, server_state, client_table, data, cohort, round_info, key)
 
   def _exchanges(self, run, server_state, client_table, data, cohort, round_info, key):
@@ -218,6 +241,8 @@ class RoundEngine:
     if self.execution.client_strategy == "host":
       raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
                        "chunked_vmap | unrolled), not 'host' (the CPU's 'auto')")
+    if self.client_table != "device":
+      raise ValueError("a sweep needs engine.client_table='device'")
     return self._jit_sweep(server_states, client_tables, data, cohorts, jnp.int32(round_idx),
                            jnp.asarray(learning_rates, jnp.float32), keys)
 
@@ -241,6 +266,8 @@ class RoundEngine:
     metrics. Computes exactly what `num_rounds` calls of `round` compute."""
     if self.execution.client_strategy == "host":
       raise ValueError("repeat_rounds needs a single-jit engine.client_strategy, not 'host'")
+    if isinstance(client_table, HostClientTable):
+      raise ValueError("repeat_rounds needs the device client table (engine.client_table)")
     return self._jit_repeat(server_state, client_table, data, cohort, jnp.int32(first_round),
                             int(num_rounds), jnp.float32(learning_rate), key)
 
@@ -269,7 +296,7 @@ class RoundEngine:
   def _prepare(self, server_state, client_table, cohort: Cohort, round_info: RoundInfo, key):
     """Broadcast, gather of the cohort's client state, per-client infos, the round's key."""
     bcast = self.algorithm.broadcast(server_state, round_info)
-    client_states = _gather_rows(client_table, cohort.client_ids)
+    client_states = _gather_rows(client_table, cohort.table_rows)
     infos = ClientInfo(client_id=cohort.client_ids, num_examples=cohort.num_examples,
                        num_steps=jnp.sum(cohort.step_mask, axis=1).astype(jnp.int32),
                        weight=cohort.weights)
@@ -333,7 +360,7 @@ class RoundEngine:
     client_mask = (cohort.weights > 0).astype(jnp.float32)
     new_server_state = self.algorithm.server_update(server_state, uploads, cohort.weights,
                                                     client_mask, round_info)
-    new_table = _scatter_rows(client_table, cohort.client_ids, new_states)
+    new_table = _scatter_rows(client_table, cohort.table_rows, new_states)
     return new_server_state, new_table, tree.weighted_sum(metrics_C, client_mask)
 
   # ---------------------------------------------------------------- strategies

@@ -19,6 +19,7 @@ import warnings
 import jax
 import orbax.checkpoint as ocp
 
+from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import WorkdirError
 from fedjax_sharp.training.workdir import mismatch_message
@@ -54,10 +55,15 @@ def latest_round(workdir: str) -> int | None:
 
 def save(workdir: str, config, next_round: int, server_state, client_table, bytes_total: int,
          keep: int = 2) -> None:
-  state = {"server": jax.device_get(server_state), "clients": jax.device_get(client_table)}
+  host = isinstance(client_table, HostClientTable)
+  clients = client_table.to_checkpoint() if host else jax.device_get(client_table)
+  state = {"server": jax.device_get(server_state), "clients": clients}
   meta = {"next_round": int(next_round), "bytes_total": int(bytes_total),
           "fingerprint": fingerprint(config),
-          "config": json.loads(config.to_json_best_effort())}
+          "config": json.loads(config.to_json_best_effort()),
+          # A host-held table stores its touched rows only: their count shapes the restore.
+          "client_table": "host" if host else "device",
+          "client_rows": int(len(clients["ids"])) if host else None}
   with _manager(workdir, keep) as manager:
     manager.save(int(next_round), args=ocp.args.Composite(
         state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)), force=True)
@@ -71,7 +77,7 @@ def restore(workdir: str, config, server_state, client_table):
   if step is None:
     return None
   path = os.path.join(workdir, DIRECTORY, str(step))
-  template = {"server": server_state, "clients": client_table}
+  host = isinstance(client_table, HostClientTable)
   try:
     with _manager(workdir, 2) as manager, warnings.catch_warnings():
       warnings.simplefilter("ignore")
@@ -82,6 +88,15 @@ def restore(workdir: str, config, server_state, client_table):
       if meta["next_round"] > config.rounds:
         raise WorkdirError(f"{path} is at round {meta['next_round']}, beyond rounds="
                            f"{config.rounds}; raise --config.rounds or use another --workdir")
+      saved_kind = meta.get("client_table", "device")
+      if saved_kind != ("host" if host else "device"):
+        raise WorkdirError(
+            f"{path} holds a {saved_kind}-memory client table but this run keeps it in "
+            f"{'host' if host else 'device'} memory: resume with "
+            f"--config.engine.client_table={saved_kind}")
+      template = {"server": server_state,
+                  "clients": (client_table.checkpoint_template(meta["client_rows"]) if host
+                              else client_table)}
       state = manager.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
           item=template, restore_args=ocp.checkpoint_utils.construct_restore_args(template))))
   except WorkdirError:
@@ -91,5 +106,5 @@ def restore(workdir: str, config, server_state, client_table):
                        f"{str(e).splitlines()[0][:200] if str(e) else ''}); delete it to resume "
                        f"from an older one, or use --config.resume=False to start over") from None
   state = state["state"]
-  return (int(meta["next_round"]), state["server"], state["clients"], int(meta["bytes_total"]),
-          meta)
+  clients = client_table.load_checkpoint(state["clients"]) if host else state["clients"]
+  return (int(meta["next_round"]), state["server"], clients, int(meta["bytes_total"]), meta)

@@ -9,6 +9,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.core.engine import CLIENT_STRATEGIES, LOCAL_LOOPS
+from fedjax_sharp.core.client_table import CLIENT_TABLES
 from fedjax_sharp.errors import ConfigError
 
 
@@ -167,6 +168,10 @@ def base_config() -> ml_collections.ConfigDict:
   c.engine.unroll = 4
   c.engine.skip_padding = True       # rolled loops stop at each client's last real step
   c.engine.sort_clients = False      # order the cohort by step count (chunked_vmap buckets)
+  # Per-client state table: 'device' (dense [M, ...] updated inside jit) | 'host' (host memory,
+  # the cohort's rows only reach the device; large M) | 'auto' (host above the budget).
+  c.engine.client_table = "auto"
+  c.engine.client_table_budget_mb = 1024.0
 
   c.eval = ml_collections.ConfigDict()
   c.eval.every = 1                 # evaluate every k rounds (always in the last `last_n`)
@@ -322,6 +327,7 @@ def validate(config) -> None:
          f"must be >= 0, got {config.local.weight_decay}")
   _one_of(config.engine.client_strategy, CLIENT_STRATEGIES, "engine.client_strategy")
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
+  _one_of(config.engine.get("client_table", "device"), CLIENT_TABLES, "engine.client_table")
   _check(config.eval.every >= 1, "eval.every", f"must be >= 1, got {config.eval.every}")
   _check(config.eval.last_n >= 1, "eval.last_n", f"must be >= 1, got {config.eval.last_n}")
   _check(config.checkpoint_every >= 0, "checkpoint_every",

@@ -28,6 +28,7 @@ from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
+from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core import feeding
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
 from fedjax_sharp.models import registry as model_registry
@@ -169,7 +170,11 @@ def build_experiment(config, dataset=None) -> Experiment:
   preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
                                pad=int(config.data.get("augment_pad", 4)))
   execution = ExecutionConfig.from_config(config.engine)
-  engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess)
+  engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
+                       client_table=client_table_lib.resolve(
+                           str(config.engine.get("client_table", "device")), algorithm, params,
+                           len(client_indices),
+                           float(config.engine.get("client_table_budget_mb", 1024))))
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=config.aggregation)

@@ -84,6 +84,10 @@ def build_experiments(configs: Sequence) -> list[loop.Experiment]:
         or not np.array_equal(np.asarray(e.feeder.data.y), np.asarray(shared.y))):
       raise ValueError("sweep: the experiments' training sets differ (data.* fields?)")
     e.feeder = feeding.DeviceFeeder(shared.x, shared.y, e.sampler.build)
+  if any(x.engine.client_table != "device" for x in exps):
+    raise ValueError("a sweep stacks the experiments' client tables on the device: set "
+                     "--config.engine.client_table=device (the population is too large for "
+                     "'auto' to keep it there: run the experiments separately)")
   if exps[0].engine.execution.client_strategy == "host":
     raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
                      "chunked_vmap | unrolled), not 'host' (the CPU's 'auto'): set "
