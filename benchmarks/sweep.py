@@ -60,7 +60,7 @@ def main():
   parser.add_argument("--algorithm", default="fedavg")
   parser.add_argument("--rounds", type=int, default=20)
   parser.add_argument("--seeds", default="0,1,2")
-  parser.add_argument("--lrs", default="0.05,0.1")
+  parser.add_argument("--lrs", default="0.01,0.03")
   parser.add_argument("--separate_strategies", default="host,vmap")
   args = parser.parse_args()
   logging.set_verbosity(logging.WARNING)

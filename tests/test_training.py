@@ -46,6 +46,9 @@ def tiny_config(**overrides):
     ({"data.augment": "mixup"}, "data.augment"),
     ({"rounds": 0}, "rounds"),
     ({"data.validation_examples": -5}, "data.validation_examples"),
+    ({"engine.devices": -1}, "engine.devices"),
+    ({"engine.experiment_devices": 0}, "engine.experiment_devices"),
+    ({"engine.client_table": "disk"}, "engine.client_table"),
 ])
 def test_bad_config_names_the_field(override, field):
   with pytest.raises(ValueError, match=field.replace(".", r"\.")):

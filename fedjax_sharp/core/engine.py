@@ -29,9 +29,10 @@ from typing import Callable
 import flax.struct
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
 import numpy as np
 
-from fedjax_sharp.core import tree
+from fedjax_sharp.core import sharding, tree
 from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.core.algorithm import ClientInfo, FederatedAlgorithm, RoundInfo
 
@@ -154,16 +155,23 @@ class RoundEngine:
     donate: donate server state and client table buffers (ignored on CPU).
     client_table: 'device' (a dense [M, ...] pytree updated inside jit) | 'host' (a
       `HostClientTable`: the cohort's rows only reach the device; for large M).
+    mesh: a `jax.sharding.Mesh` with axes 'clients' (and 'experiments' for sweeps) from
+      `core.sharding.make_mesh`: the cohort and the client table are split by client across
+      it, the rest replicated (see `core.sharding`). None: one device.
   """
 
   def __init__(self, algorithm: FederatedAlgorithm, num_clients: int,
                execution: ExecutionConfig = ExecutionConfig(),
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
-               donate: bool = True, client_table: str = "device"):
+               donate: bool = True, client_table: str = "device", mesh=None):
     execution.validate()
     if client_table not in ("device", "host"):
       raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
     self.client_table = client_table
+    self.mesh = mesh
+    if mesh is not None and execution.resolved().client_strategy == "host":
+      raise ValueError("a device mesh needs a single-jit engine.client_strategy (vmap), not "
+                       "'host' (the CPU's 'auto')")
     self.algorithm = algorithm
     self.num_clients = int(num_clients)
     self.execution = execution.resolved()
@@ -201,7 +209,24 @@ class RoundEngine:
     row = self.algorithm.client_state_init(params)
     if self.client_table == "host":
       return server_state, HostClientTable(row, self.num_clients)
-    return server_state, tile_client_state(row, self.num_clients)
+    table = tile_client_state(row, self.num_clients)
+    if self.mesh is not None:   # whole row blocks per device (unused rows appended)
+      table = sharding.pad_table(table, sharding.axis_size(self.mesh, sharding.CLIENTS))
+    return server_state, table
+
+  def _shard(self, server_state, client_table, data, cohort, experiments: bool = False):
+    """Places a round's inputs on the mesh (no-op without one); see `core.sharding`."""
+    if self.mesh is None:
+      return server_state, client_table, data, cohort
+    n = sharding.axis_size(self.mesh, sharding.CLIENTS)
+    cohort = sharding.pad_cohort(cohort, self.num_clients,
+                                 sharding.padded(cohort.client_ids.shape[-1], n))
+    lead = (sharding.EXPERIMENTS,) if experiments else ()
+    by_client = P(*lead, sharding.CLIENTS)
+    return (sharding.place(self.mesh, server_state, P(*lead)),
+            sharding.place(self.mesh, client_table, by_client),
+            sharding.place(self.mesh, data, P()),
+            sharding.place(self.mesh, cohort, by_client))
 
   def round(self, server_state, client_table, data: TrainData, cohort: Cohort,
             round_info: RoundInfo, key):
@@ -214,10 +239,16 @@ class RoundEngine:
     if isinstance(client_table, HostClientTable):
       # Only the cohort's rows go to the device; written back in place after the round.
       rows, positions = client_table.gather(cohort.client_ids)
-      server_state, rows, metrics = self._exchanges(
-          run, server_state, rows, data, cohort.replace(rows=positions), round_info, key)
+      if self.mesh is not None:
+        rows = sharding.pad_table(rows, sharding.axis_size(self.mesh, sharding.CLIENTS))
+      server_state, rows, data, cohort = self._shard(server_state, rows, data,
+                                                     cohort.replace(rows=positions))
+      server_state, rows, metrics = self._exchanges(run, server_state, rows, data, cohort,
+                                                    round_info, key)
       client_table.scatter(cohort.client_ids, rows)
       return server_state, client_table, metrics
+    server_state, client_table, data, cohort = self._shard(server_state, client_table, data,
+                                                           cohort)
     return self._exchanges(run, server_state, client_table, data, cohort, round_info, key)
 
   def _exchanges(self, run, server_state, client_table, data, cohort, round_info, key):
@@ -243,8 +274,14 @@ class RoundEngine:
                        "chunked_vmap | unrolled), not 'host' (the CPU's 'auto')")
     if self.client_table != "device":
       raise ValueError("a sweep needs engine.client_table='device'")
+    learning_rates = jnp.asarray(learning_rates, jnp.float32)
+    if self.mesh is not None:
+      server_states, client_tables, data, cohorts = self._shard(
+          server_states, client_tables, data, cohorts, experiments=True)
+      learning_rates, keys = sharding.place(self.mesh, (learning_rates, keys),
+                                            P(sharding.EXPERIMENTS))
     return self._jit_sweep(server_states, client_tables, data, cohorts, jnp.int32(round_idx),
-                           jnp.asarray(learning_rates, jnp.float32), keys)
+                           learning_rates, keys)
 
   @functools.partial(jax.jit, static_argnums=(0,))
   def _jit_sweep(self, server_states, client_tables, data, cohorts, round_idx, learning_rates,

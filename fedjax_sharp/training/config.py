@@ -172,6 +172,11 @@ def base_config() -> ml_collections.ConfigDict:
   # the cohort's rows only reach the device; large M) | 'auto' (host above the budget).
   c.engine.client_table = "auto"
   c.engine.client_table_budget_mb = 1024.0
+  # Device mesh (core/sharding.py): the cohort and client table split by client over
+  # `devices` devices (1 = one device, 0 = all); sweeps split experiments over
+  # `experiment_devices`. Needs a single-jit client_strategy (vmap).
+  c.engine.devices = 1
+  c.engine.experiment_devices = 1
 
   c.eval = ml_collections.ConfigDict()
   c.eval.every = 1                 # evaluate every k rounds (always in the last `last_n`)
@@ -328,6 +333,10 @@ def validate(config) -> None:
   _one_of(config.engine.client_strategy, CLIENT_STRATEGIES, "engine.client_strategy")
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
   _one_of(config.engine.get("client_table", "device"), CLIENT_TABLES, "engine.client_table")
+  _check(config.engine.get("devices", 1) >= 0, "engine.devices",
+         f"must be >= 0 (1 = one device, 0 = all), got {config.engine.get('devices')}")
+  _check(config.engine.get("experiment_devices", 1) >= 1, "engine.experiment_devices",
+         f"must be >= 1, got {config.engine.get('experiment_devices')}")
   _check(config.eval.every >= 1, "eval.every", f"must be >= 1, got {config.eval.every}")
   _check(config.eval.last_n >= 1, "eval.last_n", f"must be >= 1, got {config.eval.last_n}")
   _check(config.checkpoint_every >= 0, "checkpoint_every",

@@ -29,7 +29,7 @@ from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core import client_table as client_table_lib
-from fedjax_sharp.core import feeding
+from fedjax_sharp.core import feeding, sharding
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
 from fedjax_sharp.models import registry as model_registry
 from fedjax_sharp.training import checkpoints
@@ -174,7 +174,8 @@ def build_experiment(config, dataset=None) -> Experiment:
                        client_table=client_table_lib.resolve(
                            str(config.engine.get("client_table", "device")), algorithm, params,
                            len(client_indices),
-                           float(config.engine.get("client_table_budget_mb", 1024))))
+                           float(config.engine.get("client_table_budget_mb", 1024))),
+                       mesh=sharding.mesh_from_config(config.engine))
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=config.aggregation)

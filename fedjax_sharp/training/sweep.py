@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
-from fedjax_sharp.core import feeding, tree
+from fedjax_sharp.core import feeding, sharding, tree
 from fedjax_sharp.core.engine import Cohort
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import config as config_lib
@@ -88,6 +88,10 @@ def build_experiments(configs: Sequence) -> list[loop.Experiment]:
     raise ValueError("a sweep stacks the experiments' client tables on the device: set "
                      "--config.engine.client_table=device (the population is too large for "
                      "'auto' to keep it there: run the experiments separately)")
+  mesh = exps[0].engine.mesh
+  if mesh is not None and len(exps) % sharding.axis_size(mesh, sharding.EXPERIMENTS):
+    raise ValueError(f"sweep: {len(exps)} experiments do not divide over "
+                     f"engine.experiment_devices={sharding.axis_size(mesh, sharding.EXPERIMENTS)}")
   if exps[0].engine.execution.client_strategy == "host":
     raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
                      "chunked_vmap | unrolled), not 'host' (the CPU's 'auto'): set "
