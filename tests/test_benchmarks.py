@@ -1,0 +1,21 @@
+"""The benchmark entry points run (tiny shapes) and print their tables; figures are not checked
+(tests never depend on wall-clock time)."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_accelerator_benchmark_runs_small_on_cpu():
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
+                         "--small"], env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                        text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+  names = [line.split("|")[1].strip() for line in table[1:]]
+  assert any(n.startswith("strategy vmap/rolled") for n in names)
+  assert any(n.startswith("fedgmt") for n in names)
+  assert any("clients per round" in n for n in names)
+  assert any(n.startswith("sweep feddyn: 3 seeds") for n in names)
+  assert names[-1].startswith("sweep 3 seeds x 2 algorithms")
