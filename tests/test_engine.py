@@ -140,6 +140,8 @@ def test_auto_strategy_resolution():
   assert ExecutionConfig().resolved("gpu").client_strategy == "vmap"
   assert ExecutionConfig().resolved("gpu").local_loop == "rolled"
   assert ExecutionConfig("map", local_loop="partial").resolved("cpu").client_strategy == "map"
+  assert ExecutionConfig().reason("cpu").startswith("host/unrolled on cpu: ")
+  assert ExecutionConfig().reason("gpu").startswith("vmap/rolled on gpu: ")
   with pytest.raises(ValueError, match="engine.client_strategy"):
     ExecutionConfig("pmap").validate()
   with pytest.raises(ValueError, match="engine.local_loop"):

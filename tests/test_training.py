@@ -3,6 +3,7 @@ import json
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -317,3 +318,26 @@ def test_read_jsonl_drops_a_torn_last_line_only(tmp_path):
   path.write_text('{"round": 0}\n{"rou\n{"round": 2}\n')
   with pytest.raises(ValueError, match=r"m\.jsonl: line 2 is not JSON"):
     metrics_lib.read_jsonl(str(path))
+
+
+def test_bfloat16_compute_keeps_float32_weights_and_tracks_float32():
+  from fedjax_sharp.models import registry
+  f32 = loop.build_experiment(tiny_config())
+  bf16 = loop.build_experiment(tiny_config(model__compute_dtype="bfloat16"))
+  params = f32.init_params
+  x = jnp.asarray(f32.dataset.x_test[:32], jnp.float32) / 255.0
+  y = jnp.asarray(f32.dataset.y_test[:32])
+  loss = lambda apply_fn: lambda p: -jnp.mean(
+      jax.nn.log_softmax(apply_fn(p, x))[jnp.arange(32), y])
+  g32 = jax.grad(loss(f32.apply_fn))(params)
+  g16 = jax.grad(loss(bf16.apply_fn))(params)
+  assert bf16.apply_fn(params, x).dtype == jnp.float32
+  for a, b in zip(jax.tree.leaves(g32), jax.tree.leaves(g16)):
+    assert b.dtype == jnp.float32                       # the weights' dtype, not bfloat16
+    assert not np.array_equal(a, b)                      # really computed in bfloat16
+    np.testing.assert_allclose(a, b, atol=0.02 * float(jnp.max(jnp.abs(a))))
+  s32 = loop.run(tiny_config(), None, progress=False)
+  s16 = loop.run(tiny_config(model__compute_dtype="bfloat16"), None, progress=False)
+  assert abs(s32["final_test_accuracy"] - s16["final_test_accuracy"]) < 0.05
+  with pytest.raises(ValueError, match="model.compute_dtype"):
+    registry.with_compute_dtype(lambda p, x: x, "float8")

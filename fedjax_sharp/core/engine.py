@@ -26,6 +26,7 @@ import dataclasses
 import functools
 from typing import Callable
 
+from absl import logging
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -84,6 +85,19 @@ class ExecutionConfig:
                          if self.client_strategy == "auto" else self.client_strategy),
         local_loop=(("unrolled" if cpu else "rolled")
                     if self.local_loop == "auto" else self.local_loop))
+
+  def reason(self, backend: str | None = None) -> str:
+    """Why 'auto' resolves as it does on `backend` (logged when a run starts)."""
+    backend = backend or jax.default_backend()
+    got = self.resolved(backend)
+    if backend == "cpu":
+      why = ("XLA's CPU backend runs convolutions inside loops (scan, lax.map) 30-50x slower "
+             "and vmapped per-client convolutions as slow grouped convolutions, so clients and "
+             "chunks of unrolled steps are dispatched from the host (BUILD_NOTES.md)")
+    else:
+      why = ("on accelerators one jitted round with clients vmapped and a rolled step loop is "
+             "fastest and compiles once (BUILD_NOTES.md, GPU table)")
+    return f"{got.client_strategy}/{got.local_loop} on {backend}: {why}"
 
   def validate(self, prefix: str = "engine") -> None:
     if self.client_strategy not in CLIENT_STRATEGIES:
@@ -165,6 +179,8 @@ class RoundEngine:
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
                donate: bool = True, client_table: str = "device", mesh=None):
     execution.validate()
+    if "auto" in (execution.client_strategy, execution.local_loop):
+      logging.info("engine 'auto' -> %s", execution.reason())
     if client_table not in ("device", "host"):
       raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
     self.client_table = client_table

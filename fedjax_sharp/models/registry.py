@@ -48,3 +48,29 @@ def init_params(model: nn.Module, key: jax.Array, input_shape: tuple[int, ...],
 
 def count_params(params) -> int:
   return int(sum(np.prod(np.shape(x)) for x in jax.tree.leaves(params)))
+
+
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+def with_compute_dtype(apply_fn: Callable, compute_dtype: str = "float32") -> Callable:
+  """`apply_fn(params, x)` computed in `compute_dtype` (config field `model.compute_dtype`).
+
+  'bfloat16' casts the float32 weights and floating inputs to bfloat16 on the way in and the
+  logits back to float32 on the way out: gradients reach the float32 weights through the
+  casts, so updates, aggregation and every server state stay float32 (mixed precision; bfloat16
+  has float32's exponent range, so no loss scaling). Integer inputs (token ids) pass unchanged.
+  """
+  if compute_dtype not in COMPUTE_DTYPES:
+    raise ValueError(f"model.compute_dtype={compute_dtype!r} is not one of "
+                     f"{list(COMPUTE_DTYPES)}")
+  if compute_dtype == "float32":
+    return apply_fn
+  low = jnp.dtype(compute_dtype)
+
+  def cast(x):
+    return x.astype(low) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+  def apply_low(params, x):
+    return apply_fn(jax.tree.map(cast, params), cast(x)).astype(jnp.float32)
+  return apply_low

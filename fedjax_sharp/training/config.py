@@ -10,6 +10,7 @@ from ml_collections import config_dict
 
 from fedjax_sharp.core.engine import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.core.client_table import CLIENT_TABLES
+from fedjax_sharp.models.registry import COMPUTE_DTYPES
 from fedjax_sharp.errors import ConfigError
 
 
@@ -66,6 +67,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.invert_pixels = True      # federated_h5/sqlite: TFF white-background -> MNIST style
 
   c.model = ml_collections.ConfigDict()
+  # 'bfloat16': the forward and backward passes in bfloat16, the weights (and every update,
+  # aggregate and server state) kept in float32 (mixed precision; no loss scaling needed).
+  c.model.compute_dtype = "float32"
   c.model.name = "mcmahan_cnn"     # mcmahan_cnn | lenet5 | mlp | linear | vgg11 | vgg11_gn |
   #                                  resnet8 | resnet18 | vit_small | fasttext | mobilenet_v2_gn
   # Model fields (fedjax_sharp/models/zoo.py), read for the selected model only.
@@ -332,6 +336,7 @@ def validate(config) -> None:
          f"must be >= 0, got {config.local.weight_decay}")
   _one_of(config.engine.client_strategy, CLIENT_STRATEGIES, "engine.client_strategy")
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
+  _one_of(config.model.get("compute_dtype", "float32"), COMPUTE_DTYPES, "model.compute_dtype")
   _one_of(config.engine.get("client_table", "device"), CLIENT_TABLES, "engine.client_table")
   _check(config.engine.get("devices", 1) >= 0, "engine.devices",
          f"must be >= 0 (1 = one device, 0 = all), got {config.engine.get('devices')}")

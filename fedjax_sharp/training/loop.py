@@ -163,7 +163,9 @@ def build_experiment(config, dataset=None) -> Experiment:
   root = jax.random.key(config.seed)
   model = model_registry.get_model(config.model.name, dataset.num_classes,
                                    **model_fields(config, dataset))
-  apply_fn = lambda params, x: model.apply({"params": params}, x)
+  apply_fn = model_registry.with_compute_dtype(
+      lambda params, x: model.apply({"params": params}, x),
+      str(config.model.get("compute_dtype", "float32")))
   params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
                                       dataset.input_shape)
   algorithm = build_algorithm(config, apply_fn)
