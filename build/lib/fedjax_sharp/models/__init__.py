@@ -1,6 +1,0 @@
-"""Flax models used by the papers, and a registry keyed by config names."""
-from fedjax_sharp.models.registry import MODELS, get_model, init_params, count_params
-from fedjax_sharp.models.cnn import McMahanCNN, LeNet5, MLP, Linear, max_pool_2x2
-
-__all__ = ["MODELS", "get_model", "init_params", "count_params", "McMahanCNN", "LeNet5", "MLP",
-           "Linear", "max_pool_2x2"]

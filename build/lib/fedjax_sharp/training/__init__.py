@@ -1,1 +1,0 @@
-"""Host-side experiment machinery: configs, the training loop, metric writers, progress."""
