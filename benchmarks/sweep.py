@@ -28,7 +28,8 @@ from fedjax_sharp.training import loop, sweep
 FMNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
 
-def make_config(data: str, algorithm: str, rounds: int, seed: int, lr: float, strategy: str):
+def make_config(data: str, algorithm: str, rounds: int, seed: int, lr: float, strategy: str,
+                model: str = "mlp", partition: str = "dirichlet"):
   c = config_lib.base_config()
   c.name = "bench_sweep"
   if data == "fashion_mnist":
@@ -36,10 +37,10 @@ def make_config(data: str, algorithm: str, rounds: int, seed: int, lr: float, st
   else:
     c.data.source, c.data.name = "embedded", "digits"
   c.data.num_clients = 100 if data == "fashion_mnist" else 20
-  c.data.partition = "dirichlet"
+  c.data.partition = partition
   c.data.alpha = 0.1
   c.clients_per_round = 10 if data == "fashion_mnist" else 5
-  c.model.name = "mlp"
+  c.model.name = model
   c.local.epochs = 1
   c.local.batch_size = 50 if data == "fashion_mnist" else 10
   c.local.lr = lr
@@ -62,6 +63,8 @@ def main():
   parser.add_argument("--seeds", default="0,1,2")
   parser.add_argument("--lrs", default="0.01,0.03")
   parser.add_argument("--separate_strategies", default="host,vmap")
+  parser.add_argument("--model", default="mlp", help="mlp | linear | ... (config model.name)")
+  parser.add_argument("--partition", default="dirichlet", help="dirichlet (alpha 0.1) | iid")
   args = parser.parse_args()
   logging.set_verbosity(logging.WARNING)
   data = args.data
@@ -72,7 +75,8 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     t0 = time.time()
     summaries = sweep.run_sweep(
-        [make_config(data, args.algorithm, args.rounds, s, lr, "vmap") for s, lr in grid],
+        [make_config(data, args.algorithm, args.rounds, s, lr, "vmap", args.model,
+                     args.partition) for s, lr in grid],
         [os.path.join(tmp, f"sweep_{i}") for i in range(len(grid))], progress=False)
     sweep_wall = time.time() - t0
     rows.append((f"sweep of {len(grid)} (vmap/rolled)", summaries[0]["mean_round_time_s"],
@@ -81,13 +85,14 @@ def main():
       t0 = time.time()
       per_round, first = 0.0, 0.0
       for i, (s, lr) in enumerate(grid):
-        summary = loop.run(make_config(data, args.algorithm, args.rounds, s, lr, strategy),
+        summary = loop.run(make_config(data, args.algorithm, args.rounds, s, lr, strategy, args.model,
+                                       args.partition),
                            os.path.join(tmp, f"{strategy}_{i}"), progress=False)
         per_round += summary["mean_round_time_s"]
         first += summary["first_round_time_s"]
       rows.append((f"{len(grid)} separate ({strategy})", per_round, first, time.time() - t0))
-  print(f"\n{args.algorithm}, MLP on {data}, {args.rounds} rounds, seeds x lrs = {len(grid)} "
-        f"experiments\n")
+  print(f"\n{args.algorithm}, {args.model} on {data} ({args.partition}), {args.rounds} rounds, "
+        f"seeds x lrs = {len(grid)} experiments\n")
   print("| how | s / round (all experiments) | first round (compile) s | whole wall s | "
         "sweep speed-up |")
   print("|---|---|---|---|---|")

@@ -102,3 +102,15 @@ def eager_batch(n=6, seed=3):
   return {"x": jnp.asarray(rng.normal(size=(n, DIM)), jnp.float32),
           "y": jnp.asarray(rng.integers(0, NUM_CLASSES, n), jnp.int32),
           "mask": jnp.ones((n,), bool)}
+
+
+def override(config, **overrides):
+  """Sets `config` fields given as keyword arguments, `__` separating path parts
+  (`data__alpha=0.5` sets config.data.alpha); returns the config."""
+  for key, value in overrides.items():
+    node = config
+    *path, leaf = key.replace("__", ".").split(".")
+    for part in path:
+      node = node[part]
+    node[leaf] = value
+  return config

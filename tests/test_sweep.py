@@ -7,6 +7,8 @@ import jax
 import numpy as np
 import pytest
 
+from algo_helpers import override
+
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import sweep
@@ -34,13 +36,7 @@ def tiny(seed=0, lr=0.1, **overrides):
   c.engine.client_strategy = "vmap"
   c.engine.local_loop = "rolled"
   c.seed = seed
-  for key, value in overrides.items():
-    node = c
-    *path, leaf = key.split("__")
-    for p in path:
-      node = node[p]
-    node[leaf] = value
-  return c
+  return override(c, **overrides)
 
 
 def records(workdir):

@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from algo_helpers import override
+
 from fedjax_sharp.training import compare, config as config_lib, loop, metrics as metrics_lib
 
 
@@ -26,13 +28,7 @@ def tiny_config(**overrides):
   c.eval.last_n = 2
   c.engine.client_strategy = "vmap"
   c.engine.local_loop = "rolled"
-  for key, value in overrides.items():
-    node = c
-    *path, leaf = key.replace("__", ".").split(".")
-    for p in path:
-      node = node[p]
-    node[leaf] = value
-  return c
+  return override(c, **overrides)
 
 
 @pytest.mark.parametrize("override,field", [
