@@ -48,3 +48,92 @@ def run_hessian(run_dir: str, *, model: str = "final", k: int = 5, iters: int = 
                     "seconds": time.time() - t0}
   metrics_lib.atomic_write_json(out_path, results)
   return results[model]
+
+
+ANALYSIS_FILE = "analysis.json"
+
+
+def _load(run_dir: str, model: str, experiment=None):
+  if model not in MODELS:
+    raise ValueError(f"--model={model!r} is not one of {sorted(MODELS)}")
+  path = os.path.join(run_dir, MODELS[model])
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist (runs save it when they finish)")
+  exp = experiment or loop.build_experiment(load_run_config(run_dir))
+  return exp, loop.load_params(path, exp.init_params)
+
+
+def _batches(exp, examples: int, batch_size: int = 500):
+  from fedjax_sharp.analysis.hessian import cross_entropy_batches
+  return cross_entropy_batches(exp.dataset.x_test, exp.dataset.y_test, batch_size,
+                               exp.eval_preprocess, examples)
+
+
+def _store(run_dir: str, key: str, value: dict) -> None:
+  path = os.path.join(run_dir, ANALYSIS_FILE)
+  results = {}
+  if os.path.exists(path):
+    with open(path) as f:
+      results = json.load(f)
+  results[key] = value
+  metrics_lib.atomic_write_json(path, results)
+
+
+def run_sharpness(run_dir: str, *, model: str = "final", rho: float = 0.05,
+                  trace_probes: int = 100, examples: int = 2000, experiment=None) -> dict:
+  """SAM sharpness and the Hutchinson Hessian trace of a run's saved model on the first
+  `examples` test examples (0 = all); stored in RUN/analysis.json under '<model>_sharpness'."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.analysis import sharpness  # pylint: disable=g-import-not-at-top
+  exp, params = _load(run_dir, model, experiment)
+  batches = _batches(exp, examples)
+  loss_fn = sharpness.cross_entropy_loss(exp.apply_fn)
+  t0 = time.time()
+  out = sharpness.sam_sharpness(loss_fn, params, batches, rho=rho)
+  t1 = time.time()
+  trace = sharpness.hutchinson_trace(loss_fn, params, batches, num_probes=trace_probes,
+                                     key=jax.random.key(0))
+  out.update({"rho": rho, "hessian_trace": trace["trace"],
+              "hessian_trace_stderr": trace["stderr"], "trace_probes": trace_probes,
+              "examples": examples or int(len(exp.dataset.y_test)),
+              "sam_seconds": t1 - t0, "trace_seconds": time.time() - t1})
+  _store(run_dir, f"{model}_sharpness", out)
+  return out
+
+
+def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final",
+                  num: int = 21, span: float = 1.0, examples: int = 2000, seed: int = 0,
+                  experiment=None) -> dict:
+  """The 2D loss surface of a run's saved model along two filter-normalised random directions
+  (RUN/landscape.png, .npz) and, with `other` (another run of the same model), the 1D
+  interpolation from this run's model to the other's (RUN/interpolation.png, .npz)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.analysis import landscape, sharpness  # pylint: disable=g-import-not-at-top
+  exp, params = _load(run_dir, model, experiment)
+  batches = _batches(exp, examples)
+  loss_fn = sharpness.cross_entropy_loss(exp.apply_fn)
+
+  def acc_fn(p, batch):
+    right = jnp.argmax(exp.apply_fn(p, batch["x"]), -1) == batch["y"]
+    return jnp.sum(right * batch["mask"]) / jnp.maximum(jnp.sum(batch["mask"]), 1)
+  config = load_run_config(run_dir)
+  label = f"{config.algorithm.name}, seed {config.seed}"
+  t0 = time.time()
+  surf = landscape.surface(loss_fn, params, batches, jax.random.key(seed), num=num, span=span,
+                           acc_fn=acc_fn)
+  png, _ = landscape.save_surface(surf, os.path.join(run_dir, "landscape"),
+                                  title=f"{config.name}: {label} ({model} model)")
+  out = {"landscape_png": png, "grid": num, "span": span, "seconds": time.time() - t0,
+         "examples": examples or int(len(exp.dataset.y_test)),
+         "centre_loss": float(surf["loss"][num // 2, num // 2])}
+  if other:
+    other_params = loop.load_params(os.path.join(other, MODELS[model]), exp.init_params)
+    line = landscape.interpolate(loss_fn, params, other_params, batches, acc_fn=acc_fn)
+    other_cfg = load_run_config(other)
+    out["interpolation_png"] = landscape.save_line(
+        line, os.path.join(run_dir, "interpolation"),
+        labels=(label, f"{other_cfg.algorithm.name}, seed {other_cfg.seed}"),
+        title=f"{config.name}: {label} -> {other}")
+  _store(run_dir, f"{model}_landscape", out)
+  return out

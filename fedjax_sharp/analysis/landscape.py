@@ -1,0 +1,182 @@
+"""Loss landscapes: 1D interpolation between two models and 2D surfaces along filter-normalised
+random directions (Li et al., "Visualizing the Loss Landscape of Neural Nets", NeurIPS 2018).
+
+    line = interpolate(loss_fn, params_a, params_b, batches, num=21)      # t in [-0.5, 1.5]
+    surf = surface(loss_fn, params, batches, jax.random.key(0), num=21, span=1.0)
+    save_surface(surf, "landscape")          # landscape.png (contour + 3D) and landscape.npz
+
+Loss (and accuracy, with `acc_fn`) at every grid point: the grid points are vmapped in chunks
+inside one jitted call per batch, batches summed example-weighted on the host, so padding never
+counts and one compile serves the whole grid.
+
+Filter normalisation (Li et al. Sec. 4): a Gaussian direction d, then for every filter
+d_f <- d_f / ||d_f|| * ||w_f||. A filter is one output unit: the slice `[..., o]` of a kernel
+whose last axis is the output (Flax's Dense `[in, out]`, Conv `[h, w, in, out]`); biases and
+normalisation scales/offsets (1-D leaves) get a zero direction (the paper's `ignore='biasbn'`).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp.core import tree
+
+
+def filter_normalized_direction(key, params):
+  """A random direction with the structure of `params`, filter-normalised (module doc)."""
+  leaves, treedef = jax.tree.flatten(params)
+  keys = jax.random.split(key, len(leaves))
+  out = []
+  for k, w in zip(keys, leaves):
+    if w.ndim < 2:
+      out.append(jnp.zeros_like(w))
+      continue
+    d = jax.random.normal(k, w.shape, w.dtype)
+    axes = tuple(range(w.ndim - 1))        # every axis but the output one
+    d_norm = jnp.sqrt(jnp.sum(d * d, axis=axes, keepdims=True))
+    w_norm = jnp.sqrt(jnp.sum(w * w, axis=axes, keepdims=True))
+    out.append(d / (d_norm + 1e-10) * w_norm)
+  return jax.tree.unflatten(treedef, out)
+
+
+def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
+               batches: Sequence[dict], chunk: int):
+  """Loss (and accuracy) of `point_params(c)` for every row c of `coords`."""
+  counts = np.array([float(np.sum(np.asarray(b["mask"]))) for b in batches])
+  if counts.sum() <= 0:
+    raise ValueError("the landscape needs at least one real (unmasked) example")
+  weights = counts / counts.sum()
+
+  @jax.jit
+  def batch_eval(cs, batch):
+    def one(c):
+      p = point_params(c)
+      return (loss_fn(p, batch), acc_fn(p, batch) if acc_fn is not None else jnp.float32(0))
+    return jax.vmap(one)(cs)
+
+  losses, accs = np.zeros(len(coords)), np.zeros(len(coords))
+  for start in range(0, len(coords), chunk):
+    cs = jnp.asarray(coords[start:start + chunk])
+    if len(cs) < chunk:   # keep one compiled shape: pad the last chunk
+      cs = jnp.concatenate([cs, jnp.repeat(cs[-1:], chunk - len(cs), axis=0)])
+    n = min(chunk, len(coords) - start)
+    for batch, w in zip(batches, weights):
+      if w:
+        l, a = batch_eval(cs, batch)
+        losses[start:start + n] += w * np.asarray(l)[:n]
+        accs[start:start + n] += w * np.asarray(a)[:n]
+  return losses, (accs if acc_fn is not None else None)
+
+
+def interpolate(loss_fn: Callable, params_a, params_b, batches: Sequence[dict], num: int = 21,
+                t_min: float = -0.5, t_max: float = 1.5, acc_fn: Callable | None = None,
+                chunk: int = 8) -> dict:
+  """Loss along `(1 - t) a + t b` for `num` values of t in [t_min, t_max] (t = 0 is a, t = 1
+  is b). Returns {'t', 'loss'[, 'accuracy']}."""
+  ts = np.linspace(t_min, t_max, num)
+  delta = tree.sub(params_b, params_a)
+  losses, accs = _grid_eval(loss_fn, acc_fn,
+                            lambda c: tree.add(params_a, tree.scale(c[0], delta)),
+                            ts[:, None].astype(np.float32), batches, chunk)
+  out = {"t": ts, "loss": losses}
+  if accs is not None:
+    out["accuracy"] = accs
+  return out
+
+
+def surface(loss_fn: Callable, params, batches: Sequence[dict], key, num: int = 21,
+            span: float = 1.0, acc_fn: Callable | None = None, directions=None,
+            chunk: int = 16) -> dict:
+  """Loss on the grid `params + a d1 + b d2`, a, b in [-span, span] (num x num points), d1, d2
+  filter-normalised random directions (or `directions=(d1, d2)`). Returns {'alpha', 'beta',
+  'loss' [num, num] indexed [beta, alpha][, 'accuracy']}."""
+  if directions is None:
+    k1, k2 = jax.random.split(key)
+    directions = (filter_normalized_direction(k1, params),
+                  filter_normalized_direction(k2, params))
+  d1, d2 = directions
+  axis = np.linspace(-span, span, num)
+  aa, bb = np.meshgrid(axis, axis)
+  coords = np.stack([aa.ravel(), bb.ravel()], axis=1).astype(np.float32)
+  losses, accs = _grid_eval(
+      loss_fn, acc_fn,
+      lambda c: tree.add(params, tree.add(tree.scale(c[0], d1), tree.scale(c[1], d2))),
+      coords, batches, chunk)
+  out = {"alpha": axis, "beta": axis, "loss": losses.reshape(num, num)}
+  if accs is not None:
+    out["accuracy"] = accs.reshape(num, num)
+  return out
+
+
+def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
+  """`prefix.png` (filled contour with a colour bar, and a 3D surface) and `prefix.npz` (the
+  raw grid). Returns the two paths."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+  npz = prefix + ".npz"
+  tmp = npz + ".tmp.npz"
+  np.savez(tmp, **{k: np.asarray(v) for k, v in result.items()})
+  os.replace(tmp, npz)
+  a, b = np.meshgrid(result["alpha"], result["beta"])
+  loss = result["loss"]
+  fig = plt.figure(figsize=(11, 4.6))
+  ax = fig.add_subplot(1, 2, 1)
+  levels = np.linspace(loss.min(), np.percentile(loss, 95), 25)
+  cs = ax.contourf(a, b, np.minimum(loss, levels[-1]), levels=levels, cmap="viridis")
+  ax.contour(a, b, loss, levels=levels[::3], colors="white", linewidths=0.5)
+  ax.plot([0], [0], "r*", markersize=10, label="model")
+  ax.set_xlabel("direction 1 (filter-normalised)")
+  ax.set_ylabel("direction 2 (filter-normalised)")
+  ax.legend(loc="upper right")
+  fig.colorbar(cs, ax=ax, label="loss (clipped at its 95th percentile)", format="%.3g")
+  ax3 = fig.add_subplot(1, 2, 2, projection="3d")
+  ax3.plot_surface(a, b, np.minimum(loss, levels[-1]), cmap="viridis", linewidth=0)
+  ax3.set_xlabel("direction 1")
+  ax3.set_ylabel("direction 2")
+  ax3.set_zlabel("loss (clipped)")
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  png = prefix + ".png"
+  tmp = png + ".tmp.png"
+  fig.savefig(tmp, dpi=110)
+  plt.close(fig)
+  os.replace(tmp, png)
+  return png, npz
+
+
+def save_line(result: dict, prefix: str, labels=("model A", "model B"), title: str = "") -> str:
+  """`prefix.png`: loss (and accuracy) along a 1D interpolation, and `prefix.npz`."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+  np.savez(prefix + ".npz", **{k: np.asarray(v) for k, v in result.items()})
+  fig, ax = plt.subplots(figsize=(6.4, 4))
+  ax.plot(result["t"], result["loss"], color="C0", label="loss")
+  ax.set_xlabel(f"t  (0 = {labels[0]}, 1 = {labels[1]})")
+  ax.set_ylabel("loss")
+  for t in (0.0, 1.0):
+    ax.axvline(t, color="grey", linestyle=":", linewidth=0.8)
+  if "accuracy" in result:
+    ax2 = ax.twinx()
+    ax2.plot(result["t"], result["accuracy"], color="C1", label="accuracy")
+    ax2.set_ylabel("accuracy")
+    lines = ax.get_lines()[:1] + ax2.get_lines()
+    ax.legend(lines, [l.get_label() for l in lines], loc="upper center")
+  else:
+    ax.legend(loc="upper center")
+  if title:
+    ax.set_title(title)
+  fig.tight_layout()
+  png = prefix + ".png"
+  fig.savefig(png + ".tmp.png", dpi=110)
+  plt.close(fig)
+  os.replace(png + ".tmp.png", png)
+  return png

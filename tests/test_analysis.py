@@ -1,0 +1,174 @@
+"""Analysis toolbox (issue 14): formulas checked against closed forms and hand-made data."""
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from fedjax_sharp.analysis import clients, landscape, sharpness
+from fedjax_sharp.analysis.hessian import cross_entropy_batches
+
+
+def quadratic(a_matrix, b_vec):
+  """loss(w) = 1/2 w^T A w + b^T w on every batch (the mask only weights batches)."""
+  a_matrix, b_vec = jnp.asarray(a_matrix), jnp.asarray(b_vec)
+
+  def loss_fn(params, batch):
+    w = jnp.concatenate([params["u"], params["v"].ravel()])
+    return 0.5 * w @ a_matrix @ w + b_vec @ w + 0.0 * jnp.sum(batch["mask"])
+  return loss_fn
+
+
+def spd(dim, seed=0):
+  rng = np.random.default_rng(seed)
+  q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+  return (q * rng.uniform(0.5, 3.0, dim)) @ q.T
+
+
+BATCHES = [{"mask": jnp.ones(4, bool)}, {"mask": jnp.array([True, False, False, False])}]
+PARAMS = {"u": jnp.array([0.3, -1.0]), "v": jnp.array([[0.5, 2.0], [-0.7, 0.1]])}
+
+
+def test_hutchinson_trace_of_a_known_hessian():
+  a = spd(6)
+  loss_fn = quadratic(a, np.zeros(6))
+  est = sharpness.hutchinson_trace(loss_fn, PARAMS, BATCHES, num_probes=4000, chunk=500,
+                                   key=jax.random.key(3))
+  assert est["trace"] == pytest.approx(np.trace(a), rel=0.02)
+  assert 0 < est["stderr"] < 0.02 * np.trace(a)
+  # Basis probes give the trace exactly (for any Hessian, so also a diagonal one).
+  diag = np.diag([0.5, 1.0, 2.0, -0.3, 4.0, 1.5])
+  exact = sharpness.hutchinson_trace(quadratic(diag, np.ones(6)), PARAMS, BATCHES,
+                                     probes="basis", chunk=4)
+  assert exact["trace"] == pytest.approx(np.trace(diag), abs=1e-5)
+  assert exact["num_probes"] == 6
+  with pytest.raises(ValueError, match="probes"):
+    sharpness.hutchinson_trace(loss_fn, PARAMS, BATCHES, probes="gaussian")
+
+
+def test_sam_sharpness_of_a_quadratic_is_its_closed_form():
+  a, b = spd(6, seed=1), np.linspace(-1, 1, 6)
+  w = np.concatenate([np.asarray(PARAMS["u"]), np.asarray(PARAMS["v"]).ravel()])
+  g = a @ w + b
+  rho = 0.3
+  e = rho * g / np.linalg.norm(g)
+  expected = g @ e + 0.5 * e @ a @ e     # L(w + e) - L(w), exactly, for a quadratic
+  got = sharpness.sam_sharpness(quadratic(a, b), PARAMS, BATCHES, rho=rho)
+  assert got["sam_sharpness"] == pytest.approx(expected, rel=1e-5)
+  assert got["grad_norm"] == pytest.approx(np.linalg.norm(g), rel=1e-5)
+
+
+def _model():
+  rng = np.random.default_rng(0)
+  params = {"kernel": jnp.asarray(rng.normal(size=(4, 3)).astype(np.float32)),
+            "bias": jnp.asarray(rng.normal(size=(3,)).astype(np.float32))}
+  apply_fn = lambda p, x: x.reshape(x.shape[0], -1) @ p["kernel"] + p["bias"]
+  x = rng.normal(size=(37, 2, 2)).astype(np.float32)
+  y = rng.integers(0, 3, 37).astype(np.int32)
+  return params, apply_fn, x, y
+
+
+def test_interpolation_endpoints_are_the_two_models_losses():
+  params, apply_fn, x, y = _model()
+  other = jax.tree.map(lambda p: p + 0.5, params)
+  loss_fn = sharpness.cross_entropy_loss(apply_fn)
+  batches = cross_entropy_batches(x, y, 16)      # 3 batches, the last one padded
+  line = landscape.interpolate(loss_fn, params, other, batches, num=5, t_min=0.0, t_max=1.0,
+                               chunk=2)
+  assert line["loss"][0] == pytest.approx(sharpness.dataset_loss(loss_fn, params, batches),
+                                          rel=1e-5)
+  assert line["loss"][-1] == pytest.approx(sharpness.dataset_loss(loss_fn, other, batches),
+                                           rel=1e-5)
+  # The example-weighted dataset loss equals the plain mean over all 37 examples.
+  logits = apply_fn(params, x)
+  full = -np.mean(np.asarray(jax.nn.log_softmax(logits))[np.arange(37), y])
+  assert line["loss"][0] == pytest.approx(full, rel=1e-5)
+
+
+def test_filter_normalisation_matches_each_weight_filters_norm():
+  params = {"conv": jnp.asarray(np.random.default_rng(1).normal(size=(3, 3, 2, 5)),
+                                jnp.float32),
+            "dense": jnp.asarray(np.random.default_rng(2).normal(size=(7, 4)), jnp.float32),
+            "bias": jnp.ones((4,))}
+  d = landscape.filter_normalized_direction(jax.random.key(0), params)
+  for name in ("conv", "dense"):
+    axes = tuple(range(params[name].ndim - 1))
+    np.testing.assert_allclose(np.sqrt(np.sum(np.asarray(d[name]) ** 2, axis=axes)),
+                               np.sqrt(np.sum(np.asarray(params[name]) ** 2, axis=axes)),
+                               rtol=1e-5)
+  assert not np.any(np.asarray(d["bias"]))     # biases are not perturbed (ignore='biasbn')
+
+
+def test_surface_centre_is_the_model_and_files_are_written(tmp_path):
+  params, apply_fn, x, y = _model()
+  loss_fn = sharpness.cross_entropy_loss(apply_fn)
+  acc_fn = lambda p, b: jnp.sum((jnp.argmax(apply_fn(p, b["x"]), -1) == b["y"]) * b["mask"]) \
+      / jnp.sum(b["mask"])
+  batches = cross_entropy_batches(x, y, 16)
+  surf = landscape.surface(loss_fn, params, batches, jax.random.key(0), num=5, span=0.5,
+                           acc_fn=acc_fn, chunk=4)
+  assert surf["loss"].shape == (5, 5)
+  assert surf["loss"][2, 2] == pytest.approx(sharpness.dataset_loss(loss_fn, params, batches),
+                                             rel=1e-5)
+  # Moving along direction 1 only (beta = 0 row) is the 1D interpolation towards params + d1.
+  d1, d2 = (landscape.filter_normalized_direction(k, params)
+            for k in jax.random.split(jax.random.key(0)))
+  far = jax.tree.map(lambda p, d: p + 0.5 * d, params, d1)
+  assert surf["loss"][2, 4] == pytest.approx(sharpness.dataset_loss(loss_fn, far, batches),
+                                             rel=1e-5)
+  png, npz = landscape.save_surface(surf, str(tmp_path / "land"), title="test")
+  assert os.path.getsize(png) > 1000
+  np.testing.assert_allclose(np.load(npz)["loss"], surf["loss"])
+
+
+def test_client_percentiles_on_hand_made_clients():
+  per_class = np.array([1.0, 0.5, 0.0])
+  counts = np.array([[10, 0, 0],     # only class 0 -> 1.0
+                     [0, 10, 0],     # only class 1 -> 0.5
+                     [5, 5, 0],      # -> 0.75
+                     [0, 0, 4],      # only class 2 -> 0.0
+                     [2, 0, 2]])     # -> 0.5
+  acc = clients.reweighted_client_accuracy(per_class, counts)
+  np.testing.assert_allclose(acc, [1.0, 0.5, 0.75, 0.0, 0.5])
+  got = clients.client_percentiles(acc, trained=np.array([True, True, False, False, True]))
+  assert got["client_acc_p50"] == 0.5
+  assert got["client_acc_p10"] == pytest.approx(0.2)      # between 0.0 and 0.5 at 40%
+  assert got["client_acc_p90"] == pytest.approx(0.9)      # between 0.75 and 1.0 at 60%
+  assert (got["client_acc_worst"], got["worst_client"]) == (0.0, 3)
+  assert got["trained_acc"] == pytest.approx(2 / 3)
+  assert got["untrained_acc"] == pytest.approx(0.375)
+  assert got["participation_gap"] == pytest.approx(2 / 3 - 0.375)
+  # Per-class accuracy from a model, and per-client accuracy from per-example correctness.
+  params, apply_fn, x, y = _model()
+  pc = clients.per_class_accuracy(apply_fn, params, x, y, 3, batch_size=16)
+  pred = np.argmax(np.asarray(apply_fn(params, x)), -1)
+  np.testing.assert_allclose(pc, [np.mean(pred[y == c] == c) for c in range(3)])
+  np.testing.assert_allclose(
+      clients.client_accuracy_from_examples(pred == y, [np.arange(10), np.arange(10, 37)]),
+      [np.mean((pred == y)[:10]), np.mean((pred == y)[10:])])
+
+
+def test_landscape_cli_on_a_finished_run(tmp_path):
+  import subprocess
+  import sys
+  from fedjax_sharp.training import config as config_lib, loop
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for seed in (0, 1):
+    c = config_lib.base_config()
+    c.data.source, c.data.name, c.data.num_clients = "embedded", "digits", 4
+    c.clients_per_round, c.model.name, c.local.steps, c.rounds = 2, "linear", 2, 2
+    c.eval.last_n, c.seed = 1, seed
+    loop.run(c, str(tmp_path / f"s{seed}"), progress=False)
+  proc = subprocess.run(
+      [sys.executable, os.path.join(root, "experiments", "landscape.py"),
+       f"--workdir={tmp_path / 's0'}", f"--other={tmp_path / 's1'}", "--num=3",
+       "--examples=100", "--sharpness", "--trace_probes=4"],
+      env=dict(os.environ, PYTHONPATH=root), capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  for name in ("landscape.png", "landscape.npz", "interpolation.png", "analysis.json"):
+    assert os.path.exists(tmp_path / "s0" / name), name
+  import json
+  stored = json.load(open(tmp_path / "s0" / "analysis.json"))
+  assert stored["final_sharpness"]["trace_probes"] == 4
+  assert np.load(tmp_path / "s0" / "landscape.npz")["loss"].shape == (3, 3)
