@@ -172,3 +172,51 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
   stored = json.load(open(tmp_path / "s0" / "analysis.json"))
   assert stored["final_sharpness"]["trace_probes"] == 4
   assert np.load(tmp_path / "s0" / "landscape.npz")["loss"].shape == (3, 3)
+
+
+def _tiny_run_config(**analysis):
+  from fedjax_sharp.training import config as config_lib
+  c = config_lib.base_config()
+  c.data.source, c.data.name, c.data.num_clients = "embedded", "digits", 6
+  c.data.partition, c.data.alpha = "dirichlet", 0.5
+  c.clients_per_round, c.model.name, c.local.steps, c.rounds = 2, "linear", 2, 3
+  c.eval.last_n = 1
+  c.analysis.update(analysis)
+  return c
+
+
+def test_analysis_off_runs_and_traces_nothing(monkeypatch):
+  from fedjax_sharp.analysis import hessian
+  from fedjax_sharp.training import loop
+
+  def forbidden(*args, **kwargs):
+    raise AssertionError("analysis code ran with analysis off")
+  for module, name in ((hessian, "top_eigenvalues"), (hessian, "cross_entropy_batches"),
+                       (sharpness, "hutchinson_trace"), (sharpness, "sam_sharpness"),
+                       (sharpness, "cross_entropy_loss"), (clients, "per_class_accuracy")):
+    monkeypatch.setattr(module, name, forbidden)
+  # Metrics listed but every = 0, and every > 0 with no metrics: both off.
+  for kw in ({"every": 0, "metrics": ("hessian_trace",)}, {"every": 1, "metrics": ()}):
+    summary = loop.run(_tiny_run_config(**kw), None, progress=False)
+    assert summary["status"] == "completed"
+
+
+def test_analysis_during_training_is_logged(tmp_path):
+  import json
+  from fedjax_sharp.training import loop
+  c = _tiny_run_config(every=2, metrics=("lambda_max", "hessian_trace", "sam_sharpness",
+                                         "client_percentiles"), examples=200, trace_probes=4,
+                       iters=5)
+  loop.run(c, str(tmp_path), progress=False)
+  records = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
+  logged = [r["round"] for r in records if "hessian_trace" in r]
+  assert logged == [1, 2]                 # every 2nd round and the last
+  last = records[-1]
+  assert last["lambda_max"] > 0 and np.isfinite(last["hessian_trace"])
+  assert last["client_acc_p10"] <= last["client_acc_p50"] <= last["client_acc_p90"]
+  assert last["client_acc_worst"] <= last["client_acc_p10"]
+  assert "participation_gap" in last
+  from fedjax_sharp.training import config as config_lib
+  bad = _tiny_run_config(every=1, metrics=("lambda_max", "flatness"))
+  with pytest.raises(ValueError, match="analysis.metrics"):
+    config_lib.validate(bad)

@@ -11,6 +11,8 @@ from ml_collections import config_dict
 from fedjax_sharp.core.engine import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.core.client_table import CLIENT_TABLES
 from fedjax_sharp.models.registry import COMPUTE_DTYPES
+
+ANALYSIS_METRICS = ("lambda_max", "hessian_trace", "sam_sharpness", "client_percentiles")
 from fedjax_sharp.errors import ConfigError
 
 
@@ -191,6 +193,17 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.hessian_every = 0         # > 0: log lambda_max of the global model every k rounds
   c.eval.hessian_examples = 1000   # test examples for the logged lambda_max (0 = all)
   c.eval.hessian_iters = 20        # power iterations (FedGloSS Appendix D: 20)
+
+  # Analysis during training (fedjax_sharp/analysis), logged to metrics.jsonl every `every`
+  # rounds and at the last one, on the first `examples` test examples. metrics: any of
+  # ANALYSIS_METRICS. Empty / every = 0: nothing is traced or run.
+  c.analysis = ml_collections.ConfigDict()
+  c.analysis.every = 0
+  c.analysis.metrics = ()
+  c.analysis.examples = 1000
+  c.analysis.rho = 0.05            # sam_sharpness radius
+  c.analysis.trace_probes = 20     # hessian_trace Hutchinson probes
+  c.analysis.iters = 20            # lambda_max power iterations
   c.eval.artifact_every = 0        # > 0: task artifacts (GAN sample grids) every k rounds
   c.log_every = 1                  # progress line every k rounds
   c.checkpoint_every = 0           # > 0: save server + client state every k rounds (workdir)
@@ -348,6 +361,14 @@ def validate(config) -> None:
          f"must be >= 0 (0 = off), got {config.checkpoint_every}")
   _check(config.eval.get("average_last", 0) >= 0, "eval.average_last",
          f"must be >= 0 (0 = off), got {config.eval.get('average_last')}")
+  if "analysis" in config:
+    _check(config.analysis.every >= 0, "analysis.every",
+           f"must be >= 0 (0 = off), got {config.analysis.every}")
+    unknown = sorted(set(config.analysis.metrics) - set(ANALYSIS_METRICS))
+    _check(not unknown, "analysis.metrics", f"{unknown} not in {list(ANALYSIS_METRICS)}")
+    for field in ("examples", "trace_probes", "iters"):
+      _check(config.analysis[field] >= (0 if field == "examples" else 1), f"analysis.{field}",
+             f"must be >= {0 if field == 'examples' else 1}, got {config.analysis[field]}")
   _check(config.eval.get("hessian_every", 0) >= 0, "eval.hessian_every",
          f"must be >= 0 (0 = off), got {config.eval.get('hessian_every')}")
   _check(config.eval.get("hessian_iters", 20) >= 1, "eval.hessian_iters",

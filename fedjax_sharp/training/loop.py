@@ -304,6 +304,58 @@ def run(config, workdir: str | None = None, progress: bool = True,
   return summary
 
 
+class RoundAnalysis:
+  """`config.analysis`: geometry and per-client metrics of the global model during training."""
+
+  def __init__(self, config, exp: Experiment):
+    from fedjax_sharp.analysis import hessian  # pylint: disable=g-import-not-at-top
+    from fedjax_sharp.analysis import sharpness  # pylint: disable=g-import-not-at-top
+    self.cfg, self.exp = config.analysis, exp
+    self.metrics = tuple(self.cfg.metrics)
+    self.batches = hessian.cross_entropy_batches(
+        exp.dataset.x_test, exp.dataset.y_test, int(config.eval.batch_size),
+        exp.eval_preprocess, int(self.cfg.examples))
+    self.loss_fn = sharpness.cross_entropy_loss(exp.apply_fn)
+    self.trained = np.zeros(len(exp.client_indices), bool)
+
+  @classmethod
+  def from_config(cls, config, exp: Experiment):
+    cfg = config.get("analysis")
+    if cfg is None or not int(cfg.every) or not tuple(cfg.metrics) or exp.dataset is None \
+        or exp.apply_fn is None:
+      return None
+    return cls(config, exp)
+
+  def observe(self, cohort) -> None:
+    ids = np.asarray(cohort.client_ids)
+    self.trained[ids[ids < len(self.trained)]] = True
+
+  def due(self, t: int, rounds: int) -> bool:
+    return (t + 1) % int(self.cfg.every) == 0 or t + 1 == rounds
+
+  def __call__(self, params) -> dict:
+    from fedjax_sharp.analysis import clients, hessian, sharpness  # pylint: disable=g-import-not-at-top
+    out = {}
+    if "lambda_max" in self.metrics:
+      out["lambda_max"] = float(hessian.top_eigenvalues(self.loss_fn, params, self.batches, k=1,
+                                                        iters=int(self.cfg.iters))[0])
+    if "hessian_trace" in self.metrics:
+      out["hessian_trace"] = sharpness.hutchinson_trace(
+          self.loss_fn, params, self.batches, num_probes=int(self.cfg.trace_probes))["trace"]
+    if "sam_sharpness" in self.metrics:
+      out["sam_sharpness"] = sharpness.sam_sharpness(self.loss_fn, params, self.batches,
+                                                     rho=float(self.cfg.rho))["sam_sharpness"]
+    if "client_percentiles" in self.metrics:
+      ds = self.exp.dataset
+      per_class = clients.per_class_accuracy(self.exp.apply_fn, params, ds.x_test, ds.y_test,
+                                             ds.num_classes, preprocess=self.exp.eval_preprocess)
+      acc = clients.reweighted_client_accuracy(
+          per_class, clients.client_label_counts(ds.y_train, self.exp.client_indices,
+                                                 ds.num_classes))
+      out.update(clients.client_percentiles(acc, trained=self.trained))
+    return out
+
+
 class RunRecorder:
   """One experiment's bookkeeping around its rounds, shared by `run` and the sweeps
   (`fedjax_sharp.training.sweep`): resume from the checkpoint, config.json, metrics.jsonl
@@ -336,6 +388,11 @@ class RunRecorder:
       self.bar.metric = exp.metric
     self.on_nonfinite = str(config.get("training", {}).get("on_nonfinite", "stop"))
     self.param_sum, self.param_count = None, 0
+    # Analysis during training: None (nothing built, traced or run) unless configured.
+    self.analysis = RoundAnalysis.from_config(config, exp)
+    if self.analysis is not None:   # clients sampled before a resume count as trained
+      for t in range(self.start_round):
+        self.analysis.trained[exp.sampler.sample_clients(t)] = True
     self.t0 = time.time() - (self.records[-1]["wall_time_s"] if self.records else 0.0)
 
   def _open_workdir(self):
@@ -404,6 +461,10 @@ class RunRecorder:
       record["lambda_max"] = float(exp.top_eigenvalues(
           global_params, k=1, iters=int(config.eval.hessian_iters),
           max_examples=int(config.eval.hessian_examples))[0])
+    if self.analysis is not None and finite:
+      self.analysis.observe(cohort)
+      if self.analysis.due(t, config.rounds):
+        record.update(self.analysis(global_params))
     average_last = int(config.eval.get("average_last", 0))
     if average_last and t >= config.rounds - average_last:
       self.param_sum = (global_params if self.param_sum is None
