@@ -220,3 +220,23 @@ def test_analysis_during_training_is_logged(tmp_path):
   bad = _tiny_run_config(every=1, metrics=("lambda_max", "flatness"))
   with pytest.raises(ValueError, match="analysis.metrics"):
     config_lib.validate(bad)
+
+
+def test_global_vs_local_sharpness_of_a_finished_run(tmp_path):
+  from fedjax_sharp.analysis import hessian as hessian_lib
+  from fedjax_sharp.training import loop, run_analysis
+  c = _tiny_run_config()
+  loop.run(c, str(tmp_path), progress=False)
+  out = run_analysis.run_global_local(str(tmp_path), clients=2, iters=5, global_examples=300)
+  assert out["clients"] == [0, 1] and len(out["local_on_client"]) == 2
+  exp = loop.build_experiment(c)
+  params = loop.load_params(str(tmp_path / loop.FINAL_PARAMS), exp.init_params)
+  idx = np.asarray(exp.client_indices[1])
+  direct = hessian_lib.top_eigenvalues(
+      sharpness.cross_entropy_loss(exp.apply_fn), params,
+      hessian_lib.cross_entropy_batches(exp.dataset.x_train[idx], exp.dataset.y_train[idx],
+                                        c.eval.batch_size, exp.eval_preprocess), k=1, iters=5)
+  assert out["global_on_client"][1] == pytest.approx(direct[0], rel=1e-4)
+  # The local models really trained (their curvature on the client's loss differs).
+  assert out["local_on_client"] != out["global_on_client"]
+  assert out["global_on_global"] > 0

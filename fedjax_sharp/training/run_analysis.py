@@ -137,3 +137,54 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
         title=f"{config.name}: {label} -> {other}")
   _store(run_dir, f"{model}_landscape", out)
   return out
+
+
+def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
+                     iters: int = 20, global_examples: int = 2000, experiment=None) -> dict:
+  """Global vs local sharpness of a run's saved model (`analysis.global_local`): the first
+  `clients` clients by index (each trained locally from the model by one FedAvg round with the
+  run's client optimiser, local steps and last-round learning rate), the global loss on a
+  class-stratified sample of `global_examples` training examples. Stored in analysis.json."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp import data as data_lib  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.algorithms import build_algorithm  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.analysis import global_local, hessian, sharpness  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.core import RoundEngine, RoundInfo  # pylint: disable=g-import-not-at-top
+  exp, params = _load(run_dir, model, experiment)
+  config = load_run_config(run_dir)
+  ds = exp.dataset
+  local_cfg = ml_collections.ConfigDict(config.to_dict())
+  local_cfg.algorithm.name = "fedavg"
+  local_cfg.server.optimizer, local_cfg.server.lr = "sgd", 1.0
+  local_alg = build_algorithm(local_cfg, exp.apply_fn)
+  engine = RoundEngine(local_alg, len(exp.client_indices), exp.engine.execution,
+                       preprocess=exp.engine.preprocess)
+  train_key = jax.random.fold_in(jax.random.key(config.seed), loop.STREAM_TRAIN)
+  last = config.rounds - 1
+
+  from fedjax_sharp.core import TrainData  # pylint: disable=g-import-not-at-top
+  data = exp.train_data if exp.train_data is not None else TrainData(
+      jnp.asarray(ds.x_train), jnp.asarray(ds.y_train))
+
+  def local_train(p, m):
+    server, table = engine.init(p)
+    cohort = exp.sampler.build(last, client_ids=[m])
+    info = RoundInfo(jnp.int32(last), jnp.float32(exp.learning_rate(last)),
+                     len(exp.client_indices))
+    server, _, _ = engine.round(server, table, data, cohort, info, train_key)
+    return local_alg.eval_params(server)
+
+  def batches_of(idx):
+    return hessian.cross_entropy_batches(ds.x_train[idx], ds.y_train[idx],
+                                         int(config.eval.batch_size), exp.eval_preprocess)
+  sample = data_lib.stratified_subset(ds.y_train, min(global_examples, len(ds.y_train)), 0)
+  t0 = time.time()
+  out = global_local.global_vs_local(sharpness.cross_entropy_loss(exp.apply_fn), params,
+                                     batches_of, exp.client_indices, local_train,
+                                     list(range(min(clients, len(exp.client_indices)))),
+                                     sample, iters=iters)
+  out.update({"iters": iters, "global_examples": int(len(sample)),
+              "seconds": time.time() - t0})
+  _store(run_dir, f"{model}_global_local", out)
+  return out

@@ -1,0 +1,48 @@
+"""Global versus local sharpness (FedGloSS Table 1 / Figure 1).
+
+For a global model w and clients m: the top Hessian eigenvalue of
+  - w on the global training loss (all clients' data),
+  - w on each client's loss,
+  - each client's LOCALLY TRAINED model w_m (local training from w on the client's data) on
+    the client's own loss.
+Local flatness (small lambda of w_m) does not imply global flatness (small lambda of w on the
+global loss): the paper's argument for server-side SAM.
+
+    out = global_vs_local(loss_fn, params, batches_of(indices), client_indices, local_train)
+
+`local_train(params, m) -> params` trains client m from `params` (`run_analysis` builds it from
+a run's config: one FedAvg round with that client alone and the run's client optimiser, step
+count and learning rate of the last round).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from fedjax_sharp.analysis import hessian
+
+
+def global_vs_local(loss_fn: Callable, params, batches_of: Callable[[np.ndarray], list],
+                    client_indices: Sequence[np.ndarray], local_train: Callable,
+                    clients: Sequence[int], global_examples: np.ndarray, iters: int = 20,
+                    key=None) -> dict:
+  """{'global_on_global': float, 'global_on_client': [..], 'local_on_client': [..],
+  'clients': [..]} (top eigenvalues by power iteration, `iters` iterations).
+
+  batches_of(indices) -> masked batches of those training examples; `global_examples`: the
+  training indices standing for the global loss (all, or a class-stratified sample).
+  """
+  top = lambda p, idx: float(hessian.top_eigenvalues(loss_fn, p, batches_of(idx), k=1,
+                                                      iters=iters, key=key)[0])
+  out = {"clients": [int(m) for m in clients], "global_on_global": top(params, global_examples),
+         "global_on_client": [], "local_on_client": []}
+  for m in clients:
+    idx = np.asarray(client_indices[m])
+    out["global_on_client"].append(top(params, idx))
+    out["local_on_client"].append(top(local_train(params, int(m)), idx))
+  for key_ in ("global_on_client", "local_on_client"):
+    values = np.array(out[key_])
+    out[key_ + "_mean"] = float(values.mean())
+    out[key_ + "_max"] = float(values.max())
+  return out
