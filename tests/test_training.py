@@ -337,3 +337,28 @@ def test_bfloat16_compute_keeps_float32_weights_and_tracks_float32():
   assert abs(s32["final_test_accuracy"] - s16["final_test_accuracy"]) < 0.05
   with pytest.raises(ValueError, match="model.compute_dtype"):
     registry.with_compute_dtype(lambda p, x: x, "float8")
+
+
+def test_seed_aggregation_and_reports_on_hand_made_metrics(tmp_path):
+  # Two algorithms x two seeds of hand-made records: the table's numbers by hand.
+  def run(values, comm=(1, 1)):
+    records = [{"round": t, "test_accuracy": v, "round_time_s": 1.0, "bytes_total": 10 ** 6 * t}
+               for t, v in enumerate(values)]
+    return {"records": records, "hessian": None,
+            "summary": {"final_test_accuracy": values[-1],
+                        "communication": {"down": comm[0], "up": comm[1]}}}
+  results = {"a": [run([0.1, 0.5, 0.7]), run([0.2, 0.6, 0.8])],
+             "b_x": [run([0.3, 0.4, 0.4]), run([0.3, 0.4, 0.6])]}
+  rows = compare.table_rows(results, 2, 0.55)
+  # a: seed means over the last 2 rounds 0.6 and 0.7 -> mean 0.65, std 0.05 (over seeds).
+  assert rows[0]["acc_last_n_mean"] == pytest.approx(0.65)
+  assert rows[0]["acc_last_n_std"] == pytest.approx(0.05)
+  # Seed 0 reaches 0.55 in its 3rd round, seed 1 in its 2nd: the mean of 3 and 2.
+  assert rows[0]["rounds_to_target"] == pytest.approx(2.5)
+  assert rows[1]["rounds_to_target"] is None                   # one seed never reached 0.55
+  tex = compare.to_latex(rows, 2)
+  assert "\\textbf{65.00} $\\pm$ 5.00" in tex and "b\\_x" in tex
+  compare.write_reports(results, str(tmp_path), 2, 0.55)
+  for name in ("results.md", "results.csv", "results.tex", "accuracy.png",
+               "accuracy_vs_bytes.png"):
+    assert os.path.exists(tmp_path / name), name

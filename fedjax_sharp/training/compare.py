@@ -346,11 +346,76 @@ def plot_accuracy(results: dict[str, list[dict]], path: str, title: str = "") ->
   os.replace(tmp, path)
 
 
+def to_latex(rows: list[dict], last_n: int) -> str:
+  """A booktabs table: metric over the last N rounds as mean $\\pm$ std (over seeds), the
+  final value, and lambda_max when measured; the best mean in bold."""
+  if not rows:
+    return ""
+  metric = rows[0].get("metric", "test_accuracy")
+  pct = metric.endswith("accuracy")
+  higher = metric not in LOG_SCALE_METRICS and metric != "frechet_distance"
+  with_lam = any(r.get("lambda_max_mean") is not None for r in rows)
+  best = (max if higher else min)(r["acc_last_n_mean"] for r in rows)
+  scale = 100.0 if pct else 1.0
+  label = metric.replace("_", " ") + (" (\\%)" if pct else "")
+  cols = "l" + "r" * (3 + with_lam)
+  lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
+           f"algorithm & seeds & {label}, last {last_n} & final"
+           + (" & $\\lambda_{\\max}$" if with_lam else "") + " \\\\", "\\midrule"]
+  for r in rows:
+    mean = f"{scale * r['acc_last_n_mean']:.2f}"
+    if r["acc_last_n_mean"] == best:
+      mean = f"\\textbf{{{mean}}}"
+    cell = f"{mean} $\\pm$ {scale * r['acc_last_n_std']:.2f}"
+    lam = ""
+    if with_lam:
+      lam = (" & --" if r.get("lambda_max_mean") is None
+             else f" & {r['lambda_max_mean']:.3g} $\\pm$ {r['lambda_max_std']:.2g}")
+    name = r["algorithm"].replace("_", "\\_")
+    lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam} \\\\")
+  lines += ["\\bottomrule", "\\end{tabular}"]
+  return "\n".join(lines) + "\n"
+
+
+def plot_vs_bytes(results: dict[str, list[dict]], path: str, title: str = "") -> None:
+  """The primary metric against the megabytes communicated so far (mean over seeds)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  metric = "test_accuracy"
+  for name, runs in results.items():
+    metric, _ = _metric(runs)
+    curves = [np.array([(r["bytes_total"] / 1e6, r[metric]) for r in run["records"]
+                        if r.get(metric) is not None]) for run in runs]
+    length = min(len(c) for c in curves)
+    if not length:
+      continue
+    xs = np.mean([c[:length, 0] for c in curves], axis=0)
+    ax.plot(xs, np.mean([c[:length, 1] for c in curves], axis=0),
+            label=f"{name} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+  if metric in LOG_SCALE_METRICS:
+    ax.set_yscale("log")
+  ax.set_xlabel("MB communicated (down + up, all clients)")
+  ax.set_ylabel(metric.replace("_", " "))
+  ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path + ".tmp.png", dpi=120)
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
+
+
 def write_reports(results, workdir: str, last_n: int, target: float, title: str = "") -> str:
+  """results.md, results.csv, results.tex, accuracy.png (metric vs round, band over seeds),
+  accuracy_vs_bytes.png (metric vs MB communicated)."""
   rows = table_rows(results, last_n, target)
   markdown = to_markdown(rows, last_n, target)
   os.makedirs(workdir, exist_ok=True)
   metrics_lib.atomic_write_text(os.path.join(workdir, "results.md"), markdown)
   metrics_lib.atomic_write_text(os.path.join(workdir, "results.csv"), to_csv(rows))
+  metrics_lib.atomic_write_text(os.path.join(workdir, "results.tex"), to_latex(rows, last_n))
   plot_accuracy(results, os.path.join(workdir, "accuracy.png"), title)
+  plot_vs_bytes(results, os.path.join(workdir, "accuracy_vs_bytes.png"), title)
   return markdown
