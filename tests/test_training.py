@@ -362,3 +362,25 @@ def test_seed_aggregation_and_reports_on_hand_made_metrics(tmp_path):
   for name in ("results.md", "results.csv", "results.tex", "accuracy.png",
                "accuracy_vs_bytes.png"):
     assert os.path.exists(tmp_path / name), name
+
+
+def test_tensorboard_scalars_mirror_metrics_jsonl(tmp_path):
+  import glob
+  import struct
+  from tensorboardX.proto import event_pb2
+  loop.run(tiny_config(log__tensorboard=True), str(tmp_path), progress=False)
+  files = glob.glob(str(tmp_path / "tensorboard" / "events.out.tfevents.*"))
+  assert len(files) == 1
+  scalars = {}
+  with open(files[0], "rb") as f:   # TFRecord: length, crc, event proto, crc
+    while header := f.read(12):
+      (length,) = struct.unpack("<Q", header[:8])
+      event = event_pb2.Event.FromString(f.read(length))
+      f.read(4)
+      for v in event.summary.value:
+        scalars[(v.tag, event.step)] = v.simple_value
+  records = [json.loads(l) for l in open(tmp_path / "metrics.jsonl")]
+  for r in records:
+    assert scalars[("train_loss", r["round"] + 1)] == pytest.approx(r["train_loss"], rel=1e-6)
+  last = records[-1]
+  assert scalars[("test_accuracy", last["round"] + 1)] == pytest.approx(last["test_accuracy"])

@@ -197,6 +197,11 @@ def base_config() -> ml_collections.ConfigDict:
   # Analysis during training (fedjax_sharp/analysis), logged to metrics.jsonl every `every`
   # rounds and at the last one, on the first `examples` test examples. metrics: any of
   # ANALYSIS_METRICS. Empty / every = 0: nothing is traced or run.
+  # TensorBoard event files under <workdir>/tensorboard, one scalar per numeric metric of each
+  # round (pip install '.[tensorboard]'); metrics.jsonl stays the source of truth.
+  c.log = ml_collections.ConfigDict()
+  c.log.tensorboard = False
+
   c.analysis = ml_collections.ConfigDict()
   c.analysis.every = 0
   c.analysis.metrics = ()

@@ -388,6 +388,9 @@ class RunRecorder:
       self.bar.metric = exp.metric
     self.on_nonfinite = str(config.get("training", {}).get("on_nonfinite", "stop"))
     self.param_sum, self.param_count = None, 0
+    self.tensorboard = (metrics_lib.TensorBoardWriter(os.path.join(workdir, "tensorboard"))
+                        if workdir and config.get("log", {}).get("tensorboard", False)
+                        else None)
     # Analysis during training: None (nothing built, traced or run) unless configured.
     self.analysis = RoundAnalysis.from_config(config, exp)
     if self.analysis is not None:   # clients sampled before a resume count as trained
@@ -479,6 +482,8 @@ class RunRecorder:
     self.records.append(record)
     if self.writer:
       self.writer.write(record)
+    if self.tensorboard is not None:
+      self.tensorboard.write(record)
     if not finite:
       last = checkpoints.latest_round(workdir) if workdir else None
       message = (f"round {t}: non-finite training loss or global model "
@@ -513,6 +518,8 @@ class RunRecorder:
     interrupted or failed run must not hide the original exception). Returns the summary."""
     self.exp.averaged_models = self.param_count
     self.exp.feeder.close()
+    if self.tensorboard is not None:
+      self.tensorboard.close()
     if self.writer:
       try:
         self.writer.close()

@@ -106,3 +106,33 @@ def summarize(records: Iterable[dict], last_n: int, target: float = 0.0,
     if metric == "test_accuracy":
       summary["target_accuracy"] = target
   return summary
+
+
+class TensorBoardWriter:
+  """Each round's numeric metrics as TensorBoard scalars (tensorboardX; no TensorFlow).
+
+  The step is the round number (1-based, as the progress line); lists (per-class accuracy, the
+  minimax weights y) and non-numeric fields are skipped. Optional: `pip install
+  '.[tensorboard]'`; a clear error names the extra when it is missing.
+  """
+
+  SKIP = ("round", "wall_time_s")
+
+  def __init__(self, logdir: str):
+    try:
+      from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise ImportError("config.log.tensorboard=True needs tensorboardX: pip install "
+                        "'.[tensorboard]'") from e
+    self._writer = SummaryWriter(logdir)
+
+  def write(self, record: dict) -> None:
+    step = int(record["round"]) + 1
+    for key, value in record.items():
+      if key in self.SKIP or isinstance(value, bool) or not isinstance(value, (int, float)):
+        continue
+      self._writer.add_scalar(key, float(value), step)
+    self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
