@@ -341,13 +341,15 @@ def test_bfloat16_compute_keeps_float32_weights_and_tracks_float32():
 
 def test_seed_aggregation_and_reports_on_hand_made_metrics(tmp_path):
   # Two algorithms x two seeds of hand-made records: the table's numbers by hand.
-  def run(values, comm=(1, 1)):
+  def run(values, comm=(1, 1), lam=None):
     records = [{"round": t, "test_accuracy": v, "round_time_s": 1.0, "bytes_total": 10 ** 6 * t}
                for t, v in enumerate(values)]
+    for r, value in zip(records, lam or []):
+      r["lambda_max"] = value
     return {"records": records, "hessian": None,
             "summary": {"final_test_accuracy": values[-1],
                         "communication": {"down": comm[0], "up": comm[1]}}}
-  results = {"a": [run([0.1, 0.5, 0.7]), run([0.2, 0.6, 0.8])],
+  results = {"a": [run([0.1, 0.5, 0.7], lam=[3.0, 2.0, 1.0]), run([0.2, 0.6, 0.8])],
              "b_x": [run([0.3, 0.4, 0.4]), run([0.3, 0.4, 0.6])]}
   rows = compare.table_rows(results, 2, 0.55)
   # a: seed means over the last 2 rounds 0.6 and 0.7 -> mean 0.65, std 0.05 (over seeds).
@@ -360,8 +362,9 @@ def test_seed_aggregation_and_reports_on_hand_made_metrics(tmp_path):
   assert "\\textbf{65.00} $\\pm$ 5.00" in tex and "b\\_x" in tex
   compare.write_reports(results, str(tmp_path), 2, 0.55)
   for name in ("results.md", "results.csv", "results.tex", "accuracy.png",
-               "accuracy_vs_bytes.png"):
+               "accuracy_vs_bytes.png", "lambda_max.png"):
     assert os.path.exists(tmp_path / name), name
+  assert not compare.plot_series(results, "hessian_trace", str(tmp_path / "none.png"))
 
 
 def test_tensorboard_scalars_mirror_metrics_jsonl(tmp_path):

@@ -407,9 +407,44 @@ def plot_vs_bytes(results: dict[str, list[dict]], path: str, title: str = "") ->
   os.replace(path + ".tmp.png", path)
 
 
+def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str = "") -> bool:
+  """`key` (e.g. 'lambda_max', logged with eval.hessian_every or config.analysis) against the
+  round, mean over seeds with a min-max band. False (no file) when no run logged it."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  drawn = False
+  for name, runs in results.items():
+    curves = [np.array([(r["round"] + 1, r[key]) for r in run["records"]
+                        if r.get(key) is not None]) for run in runs]
+    curves = [c for c in curves if len(c)]     # the seeds that logged it
+    if not curves:
+      continue
+    length = min(len(c) for c in curves)
+    ys = np.stack([c[:length, 1] for c in curves])
+    line, = ax.plot(curves[0][:length, 0], ys.mean(0), marker=".",
+                    label=f"{name} ({len(curves)} seed{'s' * (len(curves) > 1)})")
+    if len(curves) > 1:
+      ax.fill_between(curves[0][:length, 0], ys.min(0), ys.max(0), color=line.get_color(),
+                      alpha=0.2)
+    drawn = True
+  if drawn:
+    ax.set_xlabel("round")
+    ax.set_ylabel(key.replace("_", " "))
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path + ".tmp.png", dpi=120)
+    os.replace(path + ".tmp.png", path)
+  plt.close(fig)
+  return drawn
+
+
 def write_reports(results, workdir: str, last_n: int, target: float, title: str = "") -> str:
   """results.md, results.csv, results.tex, accuracy.png (metric vs round, band over seeds),
-  accuracy_vs_bytes.png (metric vs MB communicated)."""
+  accuracy_vs_bytes.png (metric vs MB communicated), lambda_max.png (when logged)."""
   rows = table_rows(results, last_n, target)
   markdown = to_markdown(rows, last_n, target)
   os.makedirs(workdir, exist_ok=True)
@@ -418,4 +453,5 @@ def write_reports(results, workdir: str, last_n: int, target: float, title: str 
   metrics_lib.atomic_write_text(os.path.join(workdir, "results.tex"), to_latex(rows, last_n))
   plot_accuracy(results, os.path.join(workdir, "accuracy.png"), title)
   plot_vs_bytes(results, os.path.join(workdir, "accuracy_vs_bytes.png"), title)
+  plot_series(results, "lambda_max", os.path.join(workdir, "lambda_max.png"), title)
   return markdown
