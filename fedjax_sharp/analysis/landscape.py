@@ -84,7 +84,7 @@ def interpolate(loss_fn: Callable, params_a, params_b, batches: Sequence[dict], 
                 t_min: float = -0.5, t_max: float = 1.5, acc_fn: Callable | None = None,
                 chunk: int | None = None) -> dict:
   """Loss along `(1 - t) a + t b` for `num` values of t in [t_min, t_max] (t = 0 is a, t = 1
-  is b). Returns {'t', 'loss'[, 'accuracy']}."""
+  is b). Returns a dict with 't', 'loss' and, with `acc_fn`, 'accuracy'."""
   ts = np.linspace(t_min, t_max, num)
   delta = tree.sub(params_b, params_a)
   losses, accs = _grid_eval(loss_fn, acc_fn,
@@ -100,8 +100,9 @@ def surface(loss_fn: Callable, params, batches: Sequence[dict], key, num: int = 
             span: float = 1.0, acc_fn: Callable | None = None, directions=None,
             chunk: int | None = None) -> dict:
   """Loss on the grid `params + a d1 + b d2`, a, b in [-span, span] (num x num points), d1, d2
-  filter-normalised random directions (or `directions=(d1, d2)`). Returns {'alpha', 'beta',
-  'loss' [num, num] indexed [beta, alpha][, 'accuracy']}."""
+  filter-normalised random directions (or `directions=(d1, d2)`). Returns a dict with 'alpha'
+  and 'beta' (the axes), 'loss' (shape `(num, num)`, indexed `loss[beta, alpha]`) and, with
+  `acc_fn`, 'accuracy'."""
   if directions is None:
     k1, k2 = jax.random.split(key)
     directions = (filter_normalized_direction(k1, params),

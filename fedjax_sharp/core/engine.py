@@ -177,7 +177,8 @@ class RoundEngine:
   def __init__(self, algorithm: FederatedAlgorithm, num_clients: int,
                execution: ExecutionConfig = ExecutionConfig(),
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
-               donate: bool = True, client_table: str = "device", mesh=None):
+               donate: bool = True, client_table: str = "device",
+               mesh: "jax.sharding.Mesh | None" = None):
     execution.validate()
     if "auto" in (execution.client_strategy, execution.local_loop):
       logging.info("engine 'auto' -> %s", execution.reason())
