@@ -332,18 +332,23 @@ def plot_accuracy(results: dict[str, list[dict]], path: str, title: str = "") ->
     line, = ax.plot(xs, ys.mean(0), label=f"{name} ({len(runs)} seed{'s' * (len(runs) > 1)})")
     if len(runs) > 1:
       ax.fill_between(xs, ys.min(0), ys.max(0), color=line.get_color(), alpha=0.2)
-  if metric in LOG_SCALE_METRICS:
+  _save_plot(fig, ax, path, "round", metric, title, log=metric in LOG_SCALE_METRICS)
+
+
+def _save_plot(fig, ax, path: str, xlabel: str, ylabel: str, title: str, log: bool = False):
+  """Axis labels, grid and legend, then an atomic PNG write (temporary file + rename)."""
+  import matplotlib.pyplot as plt
+  if log:
     ax.set_yscale("log")
-  ax.set_xlabel("round")
-  ax.set_ylabel(metric.replace("_", " "))
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel.replace("_", " "))
   ax.set_title(title)
   ax.grid(alpha=0.3)
   ax.legend()
   fig.tight_layout()
-  tmp = path + ".tmp.png"
-  fig.savefig(tmp, dpi=120)
+  fig.savefig(path + ".tmp.png", dpi=120)
   plt.close(fig)
-  os.replace(tmp, path)
+  os.replace(path + ".tmp.png", path)
 
 
 def to_latex(rows: list[dict], last_n: int) -> str:
@@ -394,17 +399,8 @@ def plot_vs_bytes(results: dict[str, list[dict]], path: str, title: str = "") ->
     xs = np.mean([c[:length, 0] for c in curves], axis=0)
     ax.plot(xs, np.mean([c[:length, 1] for c in curves], axis=0),
             label=f"{name} ({len(runs)} seed{'s' * (len(runs) > 1)})")
-  if metric in LOG_SCALE_METRICS:
-    ax.set_yscale("log")
-  ax.set_xlabel("MB communicated (down + up, all clients)")
-  ax.set_ylabel(metric.replace("_", " "))
-  ax.set_title(title)
-  ax.grid(alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(path + ".tmp.png", dpi=120)
-  plt.close(fig)
-  os.replace(path + ".tmp.png", path)
+  _save_plot(fig, ax, path, "MB communicated (down + up, all clients)", metric, title,
+             log=metric in LOG_SCALE_METRICS)
 
 
 def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str = "") -> bool:
@@ -430,15 +426,9 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
                       alpha=0.2)
     drawn = True
   if drawn:
-    ax.set_xlabel("round")
-    ax.set_ylabel(key.replace("_", " "))
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path + ".tmp.png", dpi=120)
-    os.replace(path + ".tmp.png", path)
-  plt.close(fig)
+    _save_plot(fig, ax, path, "round", key, title)
+  else:
+    plt.close(fig)
   return drawn
 
 
