@@ -301,3 +301,21 @@ def test_print_config_and_no_workdir_note():
   out = cli("--config.rounds=1")
   assert out.returncode == 0 and "no --workdir: nothing will be saved" in out.stderr
   assert "Unable to initialize backend 'tpu'" not in out.stderr
+
+
+@pytest.mark.parametrize("sig,expected", [(signal.SIGINT, "KeyboardInterrupt"),
+                                          (signal.SIGTERM, "RunInterrupted")])
+def test_a_swallowed_signal_still_stops_the_run_at_the_round_boundary(sig, expected):
+  from fedjax_sharp.errors import RunInterrupted  # noqa: F811
+  from fedjax_sharp.training import loop
+  # Python only prints an exception raised inside __del__ or a callback; the flag survives.
+  with loop.signals_as_interrupt() as check:
+    check()                                   # nothing received: no-op
+    try:
+      os.kill(os.getpid(), sig)
+      time.sleep(1)
+    except (KeyboardInterrupt, RunInterrupted):
+      pass                                    # swallowed, as a __del__ would
+    with pytest.raises((KeyboardInterrupt, RunInterrupted)) as raised:
+      check()
+    assert type(raised.value).__name__ == expected

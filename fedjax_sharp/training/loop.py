@@ -251,19 +251,38 @@ def _all_finite(tree_) -> bool:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt():
-  """SIGTERM (what schedulers send) raises RunInterrupted, like SIGINT's KeyboardInterrupt, so a
-  terminated run still writes its summary. Only in the main thread (signal handlers)."""
+def signals_as_interrupt():
+  """SIGTERM (what schedulers send) raises RunInterrupted and SIGINT KeyboardInterrupt, so a
+  terminated run still writes its summary. Yields `check()`, which the training loop calls at
+  every round boundary: a signal whose exception Python swallowed (one that lands inside a
+  `__del__` or a callback is only printed as "Exception ignored") still stops the run there.
+  Only in the main thread (signal handlers); elsewhere `check` does nothing."""
   if threading.current_thread() is not threading.main_thread():
-    yield
+    yield lambda: None
     return
-  def handler(signum, frame):
+  received = []
+
+  def on_term(signum, frame):
+    received.append(signum)
     raise RunInterrupted("SIGTERM")
-  old = signal.signal(signal.SIGTERM, handler)
+
+  def on_int(signum, frame):
+    received.append(signum)
+    raise KeyboardInterrupt
+
+  def check():
+    if received:
+      if received[0] == signal.SIGTERM:
+        raise RunInterrupted("SIGTERM")
+      raise KeyboardInterrupt
+
+  old_term = signal.signal(signal.SIGTERM, on_term)
+  old_int = signal.signal(signal.SIGINT, on_int)
   try:
-    yield
+    yield check
   finally:
-    signal.signal(signal.SIGTERM, old)
+    signal.signal(signal.SIGTERM, old_term)
+    signal.signal(signal.SIGINT, old_int)
 
 
 def run(config, workdir: str | None = None, progress: bool = True,
@@ -285,13 +304,14 @@ def run(config, workdir: str | None = None, progress: bool = True,
     r = RunRecorder(config, workdir, exp, time.time() - t_build, progress)
     status = "failed"
     try:
-      with _sigterm_as_interrupt():
+      with signals_as_interrupt() as check_signals:
         for t in range(r.start_round, config.rounds):
           t_round = time.time()
           data, cohort = exp.feeder.for_round(t)
           server_state, client_table, m = exp.engine.round(
               r.server_state, r.client_table, data, cohort, exp.round_info(t), r.train_key)
           r.record_round(t, server_state, client_table, m, cohort, t_round)
+          check_signals()
       status = "completed"
     except (RunInterrupted, KeyboardInterrupt):
       status = "interrupted"

@@ -121,8 +121,8 @@ def run_sweep(configs: Sequence, workdirs: Sequence[str | None] | None = None,
     status = ["running"] * len(recorders)
     summaries: list[dict | None] = [None] * len(recorders)
     try:
-      with loop._sigterm_as_interrupt():  # pylint: disable=protected-access
-        _train(configs[0].rounds, exps, recorders, status, summaries)
+      with loop.signals_as_interrupt() as check_signals:
+        _train(configs[0].rounds, exps, recorders, status, summaries, check_signals)
     except (RunInterrupted, KeyboardInterrupt):
       _close_all(recorders, status, summaries, "interrupted")
       raise
@@ -142,7 +142,7 @@ def _close_all(recorders, status, summaries, final):
       summaries[e] = r.close(final)
 
 
-def _train(rounds, exps, recorders, status, summaries):
+def _train(rounds, exps, recorders, status, summaries, check_signals=lambda: None):
   engine = exps[0].engine
   server_states = tree.stack([r.server_state for r in recorders])
   client_tables = tree.stack([r.client_table for r in recorders])
@@ -177,5 +177,6 @@ def _train(rounds, exps, recorders, status, summaries):
                       err)
         status[e] = "diverged"
         summaries[e] = r.close("diverged")
+    check_signals()
     if all(s != "running" for s in status):
       break
