@@ -39,6 +39,16 @@ class HessianOperator:
   unravel: Callable[[jax.Array], object]
 
 
+def batch_weights(batches: Sequence[dict], what: str = "the dataset") -> list[float]:
+  """Each batch's share of the real (unmasked) examples: the weights of the example-weighted
+  dataset mean of masked-mean batch losses."""
+  counts = [float(np.sum(np.asarray(b["mask"]))) for b in batches]
+  total = sum(counts)
+  if total <= 0:
+    raise ValueError(f"{what} needs at least one real (unmasked) example")
+  return [c / total for c in counts]
+
+
 def dataset_hvp(loss_fn: Callable, params, batches: Sequence[dict]) -> HessianOperator:
   """The Hessian operator of `sum_b n_b loss_fn(params, batch_b) / sum_b n_b`.
 
@@ -46,11 +56,7 @@ def dataset_hvp(loss_fn: Callable, params, batches: Sequence[dict]) -> HessianOp
   number of real examples of batch b. Batches with no real example are skipped.
   """
   flat, unravel = ravel_pytree(params)
-  counts = [float(np.sum(np.asarray(b["mask"]))) for b in batches]
-  total = sum(counts)
-  if total <= 0:
-    raise ValueError("the Hessian needs at least one real (unmasked) example")
-  used = [(b, n) for b, n in zip(batches, counts) if n > 0]
+  used = [(b, w) for b, w in zip(batches, batch_weights(batches, "the Hessian")) if w > 0]
 
   @jax.jit
   def batch_hvp(flat_params, v, batch):
@@ -59,8 +65,8 @@ def dataset_hvp(loss_fn: Callable, params, batches: Sequence[dict]) -> HessianOp
 
   def matvec(v):
     out = jnp.zeros_like(flat)
-    for batch, n in used:
-      out = out + (n / total) * batch_hvp(flat, v, batch)
+    for batch, w in used:
+      out = out + w * batch_hvp(flat, v, batch)
     return out
 
   return HessianOperator(matvec=matvec, dim=int(flat.size), unravel=unravel)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp.analysis.hessian import batch_weights
 from fedjax_sharp.core import tree
 
 
@@ -54,10 +55,7 @@ def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
                batches: Sequence[dict], chunk: int | None):
   """Loss (and accuracy) of `point_params(c)` for every row c of `coords`."""
   chunk = _default_chunk(chunk)
-  counts = np.array([float(np.sum(np.asarray(b["mask"]))) for b in batches])
-  if counts.sum() <= 0:
-    raise ValueError("the landscape needs at least one real (unmasked) example")
-  weights = counts / counts.sum()
+  weights = batch_weights(batches, "the landscape")
 
   @jax.jit
   def batch_eval(cs, batch):

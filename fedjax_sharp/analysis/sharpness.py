@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 import numpy as np
 
+from fedjax_sharp.analysis.hessian import batch_weights
 from fedjax_sharp.core import losses, tree
 
 
@@ -29,19 +30,11 @@ def cross_entropy_loss(apply_fn: Callable) -> Callable:
   return loss_fn
 
 
-def _weights(batches: Sequence[dict]) -> list[float]:
-  counts = [float(np.sum(np.asarray(b["mask"]))) for b in batches]
-  total = sum(counts)
-  if total <= 0:
-    raise ValueError("the dataset needs at least one real (unmasked) example")
-  return [c / total for c in counts]
-
-
 def dataset_loss_and_grad(loss_fn: Callable, params, batches: Sequence[dict]):
   """(loss, gradient pytree) of the example-weighted dataset loss."""
   value_and_grad = jax.jit(jax.value_and_grad(loss_fn))
   loss, grad = 0.0, tree.zeros_like(params)
-  for batch, w in zip(batches, _weights(batches)):
+  for batch, w in zip(batches, batch_weights(batches)):
     if w == 0:
       continue
     l, g = value_and_grad(params, batch)
@@ -51,7 +44,7 @@ def dataset_loss_and_grad(loss_fn: Callable, params, batches: Sequence[dict]):
 
 def dataset_loss(loss_fn: Callable, params, batches: Sequence[dict]) -> float:
   value = jax.jit(loss_fn)
-  return float(sum(w * value(params, b) for b, w in zip(batches, _weights(batches)) if w))
+  return float(sum(w * value(params, b) for b, w in zip(batches, batch_weights(batches)) if w))
 
 
 def sam_sharpness(loss_fn: Callable, params, batches: Sequence[dict], rho: float = 0.05) -> dict:
@@ -82,7 +75,7 @@ def hutchinson_trace(loss_fn: Callable, params, batches: Sequence[dict], num_pro
     raise ValueError(f"probes={probes!r} is not one of {list(PROBES)}")
   flat, unravel = ravel_pytree(params)
   dim = int(flat.size)
-  weights = _weights(batches)
+  weights = batch_weights(batches)
 
   @jax.jit
   def quad_forms(flat_params, vs, batch):   # v^T H_batch v for a chunk of probes

@@ -25,29 +25,16 @@ def run_hessian(run_dir: str, *, model: str = "final", k: int = 5, iters: int = 
                 method: str = "power", max_examples: int = 0, experiment=None) -> dict:
   """Top-k Hessian eigenvalues of a run's saved model on its test set; writes hessian.json
   (one entry per model kind, so 'final' and 'average' can both be stored)."""
-  if model not in MODELS:
-    raise ValueError(f"--model={model!r} is not one of {sorted(MODELS)}")
-  path = os.path.join(run_dir, MODELS[model])
-  if not os.path.exists(path):
-    hint = (" (set eval.average_last > 0 in the run's config)" if model == "average" else
-            " (runs save it when they finish)")
-    raise FileNotFoundError(f"{path} does not exist{hint}")
-  exp = experiment or loop.build_experiment(load_run_config(run_dir))
-  params = loop.load_params(path, exp.init_params)
+  exp, params = _load(run_dir, model, experiment)
   t0 = time.time()
   values = exp.top_eigenvalues(params, k=k, iters=iters, method=method,
                                max_examples=max_examples)
-  out_path = os.path.join(run_dir, HESSIAN_FILE)
-  results = {}
-  if os.path.exists(out_path):
-    with open(out_path) as f:
-      results = json.load(f)
-  results[model] = {"eigenvalues": [float(v) for v in values], "lambda_max": float(values[0]),
-                    "k": k, "iters": iters, "method": method,
-                    "examples": max_examples or int(len(exp.dataset.y_test)),
-                    "seconds": time.time() - t0}
-  metrics_lib.atomic_write_json(out_path, results)
-  return results[model]
+  result = {"eigenvalues": [float(v) for v in values], "lambda_max": float(values[0]),
+            "k": k, "iters": iters, "method": method,
+            "examples": max_examples or int(len(exp.dataset.y_test)),
+            "seconds": time.time() - t0}
+  _store(run_dir, model, result, HESSIAN_FILE)
+  return result
 
 
 ANALYSIS_FILE = "analysis.json"
@@ -58,7 +45,9 @@ def _load(run_dir: str, model: str, experiment=None):
     raise ValueError(f"--model={model!r} is not one of {sorted(MODELS)}")
   path = os.path.join(run_dir, MODELS[model])
   if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} does not exist (runs save it when they finish)")
+    hint = (" (set eval.average_last > 0 in the run's config)" if model == "average" else
+            " (runs save it when they finish)")
+    raise FileNotFoundError(f"{path} does not exist{hint}")
   exp = experiment or loop.build_experiment(load_run_config(run_dir))
   return exp, loop.load_params(path, exp.init_params)
 
@@ -69,8 +58,9 @@ def _batches(exp, examples: int, batch_size: int = 500):
                                exp.eval_preprocess, examples)
 
 
-def _store(run_dir: str, key: str, value: dict) -> None:
-  path = os.path.join(run_dir, ANALYSIS_FILE)
+def _store(run_dir: str, key: str, value: dict, filename: str = ANALYSIS_FILE) -> None:
+  """Read-modify-write of one entry of a run's JSON analysis file (atomic write)."""
+  path = os.path.join(run_dir, filename)
   results = {}
   if os.path.exists(path):
     with open(path) as f:
