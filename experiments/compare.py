@@ -38,9 +38,11 @@ _REUSE = flags.DEFINE_bool(
 
 
 _SWEEP = flags.DEFINE_bool(
-    "sweep", False, "Run the runs that differ only in seed and learning rate (every seed of a "
-    "variant; variants such as 'fedavg[local.lr=0.05]') as one compiled program, vmapped over "
-    "the experiments (needs --config.engine.client_strategy=vmap or another single-jit one).")
+    "sweep", False, "Run the runs that differ only in seed, learning rate and the algorithm's "
+    "sweepable hyperparameters (every seed of a variant; variants such as "
+    "'fedavg[local.lr=0.05]', 'fedgmt[alpha=0.5]', 'fedsam[rho=0.1]'; the list: "
+    "algorithms.registry.SWEEPABLE) as one compiled program, vmapped over the experiments "
+    "(needs --config.engine.client_strategy=vmap or another single-jit one).")
 
 
 _REPORT_ONLY = flags.DEFINE_bool(

@@ -19,3 +19,19 @@ def test_accelerator_benchmark_runs_small_on_cpu():
   assert any("clients per round" in n for n in names)
   assert any(n.startswith("sweep feddyn: 3 seeds") for n in names)
   assert names[-1].startswith("sweep 3 seeds x 2 algorithms")
+
+
+def test_vs_torch_benchmark_runs_small():
+  """Our side always runs; the PyTorch side only where torch is installed (an optional extra)."""
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "vs_torch.py"),
+                         "--small"], env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [line.split("|")[1].strip() for line in proc.stdout.splitlines()
+          if line.startswith("| ") and not line.startswith("| side")]
+  assert rows[0].startswith("ours host/unrolled")
+  try:
+    import torch  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+    assert rows[-1].startswith("torch")
+  except ImportError:
+    assert "torch is not installed" in proc.stdout

@@ -1,4 +1,5 @@
-"""Sweeps (issue 10): seeds x learning rates as one compiled program equal the separate runs."""
+"""Sweeps (issue 10): seeds x learning rates x algorithm hyperparameters as one compiled program
+equal the separate runs."""
 import json
 import os
 
@@ -99,8 +100,40 @@ def test_sweep_resumes_from_its_checkpoints_and_a_diverged_lane_stops_alone(tmp_
     assert_same_run(d, alone)
 
 
+@pytest.mark.parametrize("algorithm,grid", [
+    # FedDyn's alpha x 2 seeds; FedGMT's gamma (0: no teacher when built concretely, a zero
+    # weight on the teacher's KL in a traced lane) with alpha and beta; FedSAM's rho (0 = FedAvg).
+    ("feddyn", [({"algorithm__feddyn__alpha": a}, s) for a in (0.01, 0.5) for s in (0, 1)]),
+    ("fedgmt", [({"algorithm__fedgmt__gamma": 0.0}, 0),
+                ({"algorithm__fedgmt__gamma": 1.0, "algorithm__fedgmt__alpha": 0.5,
+                  "algorithm__fedgmt__beta": 2.0}, 0)]),
+    ("fedsam", [({"algorithm__fedsam__rho": r}, 0) for r in (0.0, 0.2)]),
+])
+def test_sweep_over_algorithm_hyperparameters_equals_the_separate_runs(tmp_path, algorithm,
+                                                                        grid):
+  configs = [tiny(seed, algorithm__name=algorithm, **o) for o, seed in grid]
+  assert sweep.swept_hyperparameters(configs)          # really a hyperparameter sweep
+  dirs = [str(tmp_path / f"sweep_{e}") for e in range(len(configs))]
+  summaries = sweep.run_sweep(configs, dirs, progress=False)
+  assert [s["status"] for s in summaries] == ["completed"] * len(configs)
+  for e, (c, d) in enumerate(zip(configs, dirs)):
+    alone = str(tmp_path / f"alone_{e}")
+    loop.run(c, alone, progress=False)
+    assert_same_run(d, alone)
+  finals = [records(d)[-1]["train_loss"] for d in dirs]
+  assert len(set(finals)) == len(configs)               # the values really differ per lane
+
+
+def test_a_hyperparameter_left_to_its_default_in_some_experiments_is_refused():
+  a = tiny(0)
+  b = tiny(1, algorithm__feddyn__alpha=0.5)
+  del a.algorithm.feddyn["alpha"]
+  with pytest.raises(ValueError, match=r"algorithm\.feddyn\.alpha: set it explicitly"):
+    sweep.swept_hyperparameters([a, b])
+
+
 @pytest.mark.parametrize("override,field", [
-    ({"algorithm__feddyn__alpha": 0.5}, "algorithm.feddyn.alpha"),
+    ({"algorithm__feddyn__prox": "unsquared"}, "algorithm.feddyn.prox"),
     ({"local__batch_size": 32}, "local.batch_size"),
     ({"rounds": 4}, "rounds"),
 ])
@@ -117,11 +150,11 @@ def test_the_host_strategy_is_refused_with_the_fix():
 def test_compare_sweep_groups_seeds_and_lr_variants_into_one_program(tmp_path):
   from fedjax_sharp.training import compare
   base = tiny(rounds=2)
-  variants = ["feddyn[local.lr=0.05]", "feddyn[local.lr=0.2]", "feddyn[alpha=0.5]"]
+  variants = ["feddyn[local.lr=0.05]", "feddyn[local.lr=0.2]", "feddyn[prox=unsquared]"]
   pending = [(compare.configure_variant(base, v, s), f"{v}/{s}") for v in variants
              for s in (0, 1)]
   groups = compare._sweep_groups(pending, sweep)
-  # The two learning rates x two seeds share a program; another alpha cannot.
+  # The two learning rates x two seeds share a program; another proximal term cannot.
   assert [[d for _, d in g] for g in groups] == [
       [d for _, d in pending[:4]], [d for _, d in pending[4:]]]
   results = compare.run_grid(base, variants[:2], [0, 1], str(tmp_path), progress=False,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import optax
 
 from fedjax_sharp.algorithms import common
-from fedjax_sharp.core import tree
+from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
                                           server_optimizer_from_config)
@@ -73,7 +73,7 @@ def build_fed_sam(config, apply_fn) -> FederatedAlgorithm:
   """Registry builder for FedSAM: `config.algorithm.fedsam.rho`."""
   block = config.algorithm.get("fedsam") or {}
   opt = client_optimizer_from_config(config, gradient="sam",
-                                     rho=float(block.get("rho", FEDSAM_DEFAULT_RHO)),
+                                     rho=hparams.scalar(block.get("rho", FEDSAM_DEFAULT_RHO)),
                                      owner="fedsam")
   return fed_avg(apply_fn, opt, server_optimizer_from_config(config),
                  name=str(config.algorithm.get("name", "fedsam")))
@@ -83,7 +83,7 @@ def build_fed_asam(config, apply_fn) -> FederatedAlgorithm:
   """Registry builder for FedASAM: `config.algorithm.fedasam.{rho, eta}`."""
   block = config.algorithm.get("fedasam") or {}
   opt = client_optimizer_from_config(config, gradient="asam",
-                                     rho=float(block.get("rho", FEDASAM_DEFAULT_RHO)),
+                                     rho=hparams.scalar(block.get("rho", FEDASAM_DEFAULT_RHO)),
                                      eta=float(block.get("eta", FEDASAM_DEFAULT_ETA)),
                                      owner="fedasam")
   return fed_avg(apply_fn, opt, server_optimizer_from_config(config),

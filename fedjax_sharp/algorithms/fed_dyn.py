@@ -30,7 +30,7 @@ from typing import Any
 import flax.struct
 
 from fedjax_sharp.algorithms import common
-from fedjax_sharp.core import dyn, tree
+from fedjax_sharp.core import dyn, hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
@@ -92,7 +92,7 @@ def build_fed_dyn(config, apply_fn) -> FederatedAlgorithm:
   `config.local` (`local.optimizer='sam'` gives FedDyn+SAM)."""
   block = config.algorithm.get("feddyn") or {}
   return fed_dyn(apply_fn, client_optimizer_from_config(config),
-                 alpha=float(block.get("alpha", DEFAULT_ALPHA)),
+                 alpha=hparams.scalar(block.get("alpha", DEFAULT_ALPHA)),
                  prox=str(block.get("prox", "squared")),
                  name=str(config.algorithm.get("name", "feddyn")))
 
@@ -101,7 +101,7 @@ def build_fed_dyn_sam(config, apply_fn) -> FederatedAlgorithm:
   """FedDyn+SAM (FedGloSS tables): `config.algorithm.feddyn_sam.{alpha, prox, rho}`."""
   block = config.algorithm.get("feddyn_sam") or {}
   opt = client_optimizer_from_config(config, gradient="sam", owner="feddyn_sam",
-                                     rho=float(block.get("rho", DEFAULT_SAM_RHO)))
-  return fed_dyn(apply_fn, opt, alpha=float(block.get("alpha", DEFAULT_ALPHA)),
+                                     rho=hparams.scalar(block.get("rho", DEFAULT_SAM_RHO)))
+  return fed_dyn(apply_fn, opt, alpha=hparams.scalar(block.get("alpha", DEFAULT_ALPHA)),
                  prox=str(block.get("prox", "squared")),
                  name=str(config.algorithm.get("name", "feddyn_sam")))

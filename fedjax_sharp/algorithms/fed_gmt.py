@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_sharp.algorithms import common
-from fedjax_sharp.core import losses, tree
+from fedjax_sharp.core import hparams, losses, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
@@ -83,16 +83,18 @@ def trajectory_loss(apply_fn: common.ApplyFn, gamma: float, tau: float,
 
   With `gamma == 0` the teacher is never evaluated (plain cross-entropy, kl = 0).
   """
-  kl_weight = float(gamma) * (float(tau) ** 2 if tau_squared else 1.0)
+  kl_weight = hparams.scalar(gamma) * (float(tau) ** 2 if tau_squared else 1.0)
 
   def loss_fn(params, teacher, batch):
     logits = apply_fn(params, batch["x"])
     ce = losses.masked_cross_entropy(logits, batch["y"], batch["mask"])
-    if gamma == 0:
+    if not hparams.is_traced(gamma) and gamma == 0:
       kl = jnp.zeros((), ce.dtype)
       return ce, (ce, kl, logits)
     teacher_logits = apply_fn(teacher, batch["x"])
     kl = losses.tempered_kl(teacher_logits, logits, tau, batch["mask"])
+    if hparams.is_traced(gamma):   # a sweep lane: report kl = 0 at gamma = 0, as the shortcut does
+      kl = jnp.where(gamma == 0, jnp.zeros_like(kl), kl)
     return ce + kl_weight * kl, (ce, kl, logits)
   return loss_fn
 
@@ -113,13 +115,14 @@ def client_dual(client_state: FedGMTClientState, beta: float, bookkeeping: str =
 
 
 def _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init, prefix):
-  if gamma < 0:
+  concrete = lambda x: not hparams.is_traced(x)   # a sweep's traced values were checked concretely
+  if concrete(gamma) and gamma < 0:
     raise ValueError(f"{prefix}.gamma must be >= 0, got {gamma}")
   if not tau > 0:
     raise ValueError(f"{prefix}.tau must be > 0, got {tau}")
-  if not 0.0 <= alpha <= 1.0:
+  if concrete(alpha) and not 0.0 <= alpha <= 1.0:
     raise ValueError(f"{prefix}.alpha must be in [0, 1], got {alpha}")
-  if not beta > 0:
+  if concrete(beta) and not beta > 0:
     raise ValueError(f"{prefix}.beta must be > 0, got {beta}")
   if bookkeeping not in BOOKKEEPINGS:
     raise ValueError(f"{prefix}.bookkeeping={bookkeeping!r} is not one of {list(BOOKKEEPINGS)}")
@@ -131,7 +134,7 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
              tau_squared, v2, v2_ema_init, name) -> FederatedAlgorithm:
   _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init,
             prefix="algorithm.fedgmt_v2" if v2 else "algorithm.fedgmt")
-  alpha, beta = float(alpha), float(beta)
+  alpha, beta = hparams.scalar(alpha), hparams.scalar(beta)
   opt = common.as_client_optimizer(client_optimizer)
   if opt.is_sam:
     raise ValueError(f"{name}: FedGMT measures sharpness with its trajectory loss and takes no "
@@ -246,10 +249,10 @@ def fed_gmt_v2(apply_fn: common.ApplyFn, client_optimizer,
 
 
 def _common_kwargs(alg, alpha_default):
-  return dict(gamma=float(alg.get("gamma", DEFAULTS["gamma"])),
+  return dict(gamma=hparams.scalar(alg.get("gamma", DEFAULTS["gamma"])),
               tau=float(alg.get("tau", DEFAULTS["tau"])),
-              alpha=float(alg.get("alpha", alpha_default)),
-              beta=float(alg.get("beta", DEFAULTS["beta"])),
+              alpha=hparams.scalar(alg.get("alpha", alpha_default)),
+              beta=hparams.scalar(alg.get("beta", DEFAULTS["beta"])),
               admm=bool(alg.get("admm", DEFAULTS["admm"])),
               bookkeeping=str(alg.get("bookkeeping", DEFAULTS["bookkeeping"])),
               tau_squared=bool(alg.get("tau_squared", DEFAULTS["tau_squared"])))

@@ -14,7 +14,7 @@ import optax
 
 from fedjax_sharp.algorithms import common
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.core import tree
+from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
                                           server_optimizer_from_config)
@@ -25,7 +25,7 @@ DEFAULT_MU = 0.01
 def fed_prox(apply_fn: common.ApplyFn, client_optimizer, mu: float = DEFAULT_MU,
              server_optimizer: optax.GradientTransformation | None = None,
              name: str = "fedprox") -> FederatedAlgorithm:
-  if not mu >= 0:
+  if not hparams.is_traced(mu) and not mu >= 0:
     raise ValueError(f"algorithm.fedprox.mu must be >= 0, got {mu}")
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
@@ -47,6 +47,6 @@ def build_fed_prox(config, apply_fn) -> FederatedAlgorithm:
   """Registry builder: `config.algorithm.fedprox.mu`, optimisers from `config.local/server`."""
   block = config.algorithm.get("fedprox") or {}
   return fed_prox(apply_fn, client_optimizer_from_config(config),
-                  mu=float(block.get("mu", DEFAULT_MU)),
+                  mu=hparams.scalar(block.get("mu", DEFAULT_MU)),
                   server_optimizer=server_optimizer_from_config(config),
                   name=str(config.algorithm.get("name", "fedprox")))

@@ -52,8 +52,29 @@ ALGORITHMS: dict[str, Builder] = {
 }
 
 
-def register(name: str, builder: Builder) -> None:
+# The hyperparameters a sweep may vary inside one compiled program (`training.sweep`), besides
+# seeds and learning rates: their builders read them with `core.hparams.scalar`, so the sweep can
+# rebuild the algorithm with traced values (`RoundEngine.algorithm_factory`). `local.rho` is the
+# radius of `local.optimizer='sam'|'asam'` for the algorithms that take the local optimiser as is.
+SWEEPABLE: dict[str, tuple[str, ...]] = {
+    "fedavg": ("local.rho",),
+    "fedprox": ("algorithm.fedprox.mu", "local.rho"),
+    "fedntd": ("algorithm.fedntd.beta", "local.rho"),
+    "feddyn": ("algorithm.feddyn.alpha", "local.rho"),
+    "fedsam": ("algorithm.fedsam.rho",),
+    "fedasam": ("algorithm.fedasam.rho",),
+    "feddyn_sam": ("algorithm.feddyn_sam.alpha", "algorithm.feddyn_sam.rho"),
+    "fedgmt": ("algorithm.fedgmt.gamma", "algorithm.fedgmt.alpha", "algorithm.fedgmt.beta"),
+    "fedgmt_v2": ("algorithm.fedgmt_v2.gamma", "algorithm.fedgmt_v2.alpha",
+                  "algorithm.fedgmt_v2.beta"),
+}
+
+
+def register(name: str, builder: Builder, sweepable: tuple[str, ...] = ()) -> None:
+  """Adds an algorithm; `sweepable`: the config paths its builder reads with
+  `core.hparams.scalar` (see SWEEPABLE)."""
   ALGORITHMS[name] = builder
+  SWEEPABLE[name] = tuple(sweepable)
 
 
 def build_algorithm(config, apply_fn) -> FederatedAlgorithm:

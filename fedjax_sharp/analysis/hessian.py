@@ -49,6 +49,13 @@ def batch_weights(batches: Sequence[dict], what: str = "the dataset") -> list[fl
   return [c / total for c in counts]
 
 
+def default_chunk(chunk: int | None) -> int:
+  """How many weight vectors (grid points, probes) to vmap per call: `chunk` if given, else 1 on
+  CPU (XLA's CPU backend turns convolutions vmapped over different weights into slow grouped
+  convolutions) and 16 on accelerators."""
+  return chunk or (1 if jax.default_backend() == "cpu" else 16)
+
+
 def dataset_hvp(loss_fn: Callable, params, batches: Sequence[dict]) -> HessianOperator:
   """The Hessian operator of `sum_b n_b loss_fn(params, batch_b) / sum_b n_b`.
 

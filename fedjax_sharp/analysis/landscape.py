@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_sharp.analysis.hessian import batch_weights
+from fedjax_sharp.analysis.hessian import batch_weights, default_chunk
 from fedjax_sharp.core import tree
 
 
@@ -45,16 +45,10 @@ def filter_normalized_direction(key, params):
   return jax.tree.unflatten(treedef, out)
 
 
-def _default_chunk(chunk: int | None) -> int:
-  # XLA's CPU backend turns convolutions vmapped over different weights into slow grouped
-  # convolutions: one grid point per call there; vmapped chunks on accelerators.
-  return chunk or (1 if jax.default_backend() == "cpu" else 16)
-
-
 def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
                batches: Sequence[dict], chunk: int | None):
   """Loss (and accuracy) of `point_params(c)` for every row c of `coords`."""
-  chunk = _default_chunk(chunk)
+  chunk = default_chunk(chunk)
   weights = batch_weights(batches, "the landscape")
 
   @jax.jit

@@ -22,6 +22,7 @@ See BUILD_NOTES.md for the measurements.
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 from typing import Callable
@@ -178,7 +179,8 @@ class RoundEngine:
                execution: ExecutionConfig = ExecutionConfig(),
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
                donate: bool = True, client_table: str = "device",
-               mesh: "jax.sharding.Mesh | None" = None):
+               mesh: "jax.sharding.Mesh | None" = None,
+               algorithm_factory: Callable[[dict], FederatedAlgorithm] | None = None):
     execution.validate()
     if "auto" in (execution.client_strategy, execution.local_loop):
       logging.info("engine 'auto' -> %s", execution.reason())
@@ -190,6 +192,7 @@ class RoundEngine:
       raise ValueError("a device mesh needs a single-jit engine.client_strategy (vmap), not "
                        "'host' (the CPU's 'auto')")
     self.algorithm = algorithm
+    self.algorithm_factory = algorithm_factory
     self.num_clients = int(num_clients)
     self.execution = execution.resolved()
     # Default: uint8 images become float32; anything else (token ids, float features) passes
@@ -280,36 +283,47 @@ class RoundEngine:
     return server_state, client_table, metrics
 
   def sweep_round(self, server_states, client_tables, data: TrainData, cohorts: Cohort,
-                  round_idx: int, learning_rates, keys):
+                  round_idx: int, learning_rates, keys, hparams: dict | None = None):
     """One round of E independent experiments as one compiled program (vmap over a leading
     experiment axis): `server_states`, `client_tables`, `cohorts` (each its own clients and
     data plan), `learning_rates` [E] and `keys` [E] are stacked along axis 0; `data` is shared.
-    Experiment e computes exactly what `round` computes with its slices. Needs a single-jit
-    strategy (the 'host' strategy dispatches per client from Python)."""
+    `hparams`: {config path: [E] values} of algorithm hyperparameters that differ between the
+    experiments; each lane runs `algorithm_factory({path: its value})` (traced scalars, see
+    `core.hparams`). Experiment e computes exactly what `round` computes with its slices and
+    the algorithm built from its own config. Needs a single-jit strategy (the 'host' strategy
+    dispatches per client from Python)."""
     if self.execution.client_strategy == "host":
       raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
                        "chunked_vmap | unrolled), not 'host' (the CPU's 'auto')")
     if self.client_table != "device":
       raise ValueError("a sweep needs engine.client_table='device'")
     learning_rates = jnp.asarray(learning_rates, jnp.float32)
+    hparams = {k: jnp.asarray(v, jnp.float32) for k, v in (hparams or {}).items()}
+    if hparams and self.algorithm_factory is None:
+      raise ValueError(f"sweeping {sorted(hparams)} needs RoundEngine(algorithm_factory=...)")
     if self.mesh is not None:
       server_states, client_tables, data, cohorts = self._shard(
           server_states, client_tables, data, cohorts, experiments=True)
-      learning_rates, keys = sharding.place(self.mesh, (learning_rates, keys),
-                                            P(sharding.EXPERIMENTS))
+      learning_rates, keys, hparams = sharding.place(self.mesh, (learning_rates, keys, hparams),
+                                                     P(sharding.EXPERIMENTS))
     return self._jit_sweep(server_states, client_tables, data, cohorts, jnp.int32(round_idx),
-                           learning_rates, keys)
+                           learning_rates, keys, hparams)
 
   @functools.partial(jax.jit, static_argnums=(0,))
   def _jit_sweep(self, server_states, client_tables, data, cohorts, round_idx, learning_rates,
-                 keys):
+                 keys, hparams):
     self.trace_counts["sweep"] += 1
 
-    def one(server_state, client_table, cohort, learning_rate, key):
+    def one(server_state, client_table, cohort, learning_rate, key, values):
+      engine = self
+      if values:   # this lane's algorithm, rebuilt with its traced hyperparameters
+        engine = copy.copy(self)
+        engine.algorithm = self.algorithm_factory(values)
       info = RoundInfo(round=round_idx, learning_rate=learning_rate,
                        num_clients=self.num_clients)
-      return self._exchanges(self._round, server_state, client_table, data, cohort, info, key)
-    return jax.vmap(one)(server_states, client_tables, cohorts, learning_rates, keys)
+      return engine._exchanges(engine._round, server_state, client_table, data, cohort, info,
+                               key)
+    return jax.vmap(one)(server_states, client_tables, cohorts, learning_rates, keys, hparams)
 
   def repeat_rounds(self, server_state, client_table, data: TrainData, cohort: Cohort,
                     first_round: int, num_rounds: int, learning_rate: float, key):

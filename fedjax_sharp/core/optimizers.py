@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.core import sam
+from fedjax_sharp.core import hparams, sam
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -66,7 +66,7 @@ class ClientOptimizer:
   def __post_init__(self):
     if self.gradient not in sam.GRADIENTS:
       raise ValueError(f"local.optimizer={self.gradient!r} is not one of {list(sam.GRADIENTS)}")
-    if not callable(self.rho) and self.rho < 0:
+    if not callable(self.rho) and not hparams.is_traced(self.rho) and self.rho < 0:
       raise ValueError(f"the SAM radius rho must be >= 0, got {self.rho}")
     if self.eta < 0:
       raise ValueError(f"the ASAM eta must be >= 0, got {self.eta}")
@@ -76,7 +76,7 @@ class ClientOptimizer:
     return self.gradient != "sgd"
 
   def rho_at(self, round_idx) -> jax.Array:
-    return self.rho(round_idx) if callable(self.rho) else jnp.float32(self.rho)
+    return self.rho(round_idx) if callable(self.rho) else jnp.asarray(self.rho, jnp.float32)
 
   def init(self, params, learning_rate):
     return with_learning_rate(self.tx.init(params), learning_rate)
@@ -161,7 +161,7 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
                      f"which {own}: leave local.optimizer='sgd'")
   if gradient is None:
     gradient = requested
-    rho = float(local.get("rho", 0.05)) if rho is None else rho
+    rho = hparams.scalar(local.get("rho", 0.05)) if rho is None else rho
     eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
   tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
                  weight_decay=float(local.weight_decay))

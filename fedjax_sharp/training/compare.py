@@ -135,8 +135,9 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
   compute the final model's top Hessian eigenvalues of every run that has none yet.
   `report_only`: start nothing; tabulate the finished runs of the same setting only (a grid
   still running elsewhere, or a partial one), logging which (algorithm, seed) are missing.
-  `sweep`: the runs that differ only in seed and learning rate (the seeds of one variant, and
-  variants like `fedavg[local.lr=0.05]`) run together as one compiled program
+  `sweep`: the runs that differ only in seed, learning rate and sweepable hyperparameters (the
+  seeds of one variant, and variants like `fedavg[local.lr=0.05]` or `fedgmt[alpha=0.5]`;
+  `algorithms.registry.SWEEPABLE`) run together as one compiled program
   (`training.sweep`; needs a single-jit engine.client_strategy); same files, same results.
   """
   from fedjax_sharp.training import run_analysis

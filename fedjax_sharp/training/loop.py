@@ -29,7 +29,7 @@ from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core import client_table as client_table_lib
-from fedjax_sharp.core import feeding, sharding
+from fedjax_sharp.core import feeding, hparams, sharding
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
 from fedjax_sharp.models import registry as model_registry
 from fedjax_sharp.training import checkpoints
@@ -177,7 +177,9 @@ def build_experiment(config, dataset=None) -> Experiment:
                            str(config.engine.get("client_table", "device")), algorithm, params,
                            len(client_indices),
                            float(config.engine.get("client_table_budget_mb", 1024))),
-                       mesh=sharding.mesh_from_config(config.engine))
+                       mesh=sharding.mesh_from_config(config.engine),
+                       algorithm_factory=lambda values: build_algorithm(
+                           hparams.with_values(config, values), apply_fn))
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=config.aggregation)

@@ -1,9 +1,13 @@
-"""Sweeps: several experiments of one algorithm (seeds x learning rates) as one compiled program.
+"""Sweeps: several experiments of one algorithm (seeds x learning rates x hyperparameters) as one
+compiled program.
 
     summaries = sweep.run_sweep([cfg_seed0_lr1, cfg_seed1_lr1, ...], [workdir_0, workdir_1, ...])
 
-The experiments differ only in `seed`, `local.lr` and `local.lr_decay` (and `name`); everything
-else that shapes the computation must be equal (checked: the error lists the differing fields).
+The experiments differ only in `seed`, `local.lr`, `local.lr_decay` (and `name`) and in the
+algorithm hyperparameters its registry entry lists as sweepable (`algorithms.registry.SWEEPABLE`:
+FedSAM's rho, FedDyn's alpha, FedGMT's gamma / alpha / beta, FedProx's mu, ...; each lane rebuilds
+the algorithm with its own traced values, `core.hparams`); everything else that shapes the
+computation must be equal (checked: the error lists the differing fields).
 Each experiment keeps its own partition, initial model, cohorts, data order and PRNG streams,
 exactly as if it ran alone: the round engine vmaps its jitted round over a leading experiment
 axis (`RoundEngine.sweep_round`), with the training set shared and each experiment's data plan
@@ -14,8 +18,8 @@ as `loop.run`), through the same `loop.RunRecorder`, so tables and resumption wo
 shared it). A diverged experiment is closed with status 'diverged' and the others go on.
 Experiments resumed from checkpoints of different rounds wait for the sweep to reach theirs.
 
-Other scalar hyperparameters (rho, beta, alpha...) are Python floats inside the algorithms'
-closures today, so a sweep over them compiles one program per value (`compare.py` does that).
+Hyperparameters outside SWEEPABLE (structural switches, schedules) compile one program per value
+(`compare.py` groups the runs accordingly).
 """
 from __future__ import annotations
 
@@ -29,34 +33,65 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
-from fedjax_sharp.core import feeding, sharding, tree
+from fedjax_sharp.algorithms.registry import SWEEPABLE
+from fedjax_sharp.core import feeding, hparams, sharding, tree
 from fedjax_sharp.core.engine import Cohort
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import workdir as workdir_lib
 
-# Fields the experiments of one sweep may differ in (everything else must be equal).
+# Fields the experiments of one sweep may differ in, for every algorithm (everything else must
+# be equal, except the algorithm's SWEEPABLE hyperparameters).
 SWEEP_FIELDS = ("seed", "local.lr", "local.lr_decay")
+
+
+def sweep_fields(config) -> tuple[str, ...]:
+  """SWEEP_FIELDS plus the sweepable hyperparameters of `config`'s algorithm."""
+  return SWEEP_FIELDS + SWEEPABLE.get(str(config.algorithm.name), ())
 
 
 def check_compatible(configs: Sequence) -> None:
   """Raises ValueError naming the fields where a config differs from the first one beyond
-  SWEEP_FIELDS (such experiments cannot share one compiled round)."""
+  `sweep_fields` (such experiments cannot share one compiled round)."""
   if not configs:
     raise ValueError("a sweep needs at least one config")
   import json  # pylint: disable=g-import-not-at-top
   first = json.loads(configs[0].to_json_best_effort())
+  allowed = sweep_fields(configs[0])
   for e, c in enumerate(configs[1:], 1):
-    diffs = config_lib.setting_differences(first, c, allow=SWEEP_FIELDS)
+    diffs = config_lib.setting_differences(first, c, allow=allowed)
     if c.rounds != configs[0].rounds:
       diffs.append(f"rounds: {configs[0].rounds!r} vs {c.rounds!r}")
     if diffs:
       raise ValueError(f"sweep: experiment {e} differs from experiment 0 beyond "
-                       f"{list(SWEEP_FIELDS)}: " + "; ".join(d.replace("saved", "first")
-                                                            .replace(", now", ", this")
-                                                            for d in diffs)
+                       f"{list(allowed)}: " + "; ".join(d.replace("saved", "first")
+                                                       .replace(", now", ", this")
+                                                       for d in diffs)
                        + ". Run such settings as separate sweeps (or compare.py).")
+  swept_hyperparameters(configs)
+
+
+def swept_hyperparameters(configs: Sequence) -> dict[str, list[float]]:
+  """{config path: one value per experiment} for the sweepable hyperparameters whose values
+  differ between the experiments (empty when only seeds and learning rates vary). A field that
+  is set in some configs and left to the builder's default in others is refused: its value in
+  the latter is not in the config."""
+  out = {}
+  for path in SWEEPABLE.get(str(configs[0].algorithm.name), ()):
+    values = []
+    for c in configs:
+      try:
+        values.append(hparams.get(c, path))
+      except KeyError:
+        values.append(None)
+    if len(set(values)) <= 1:
+      continue
+    if None in values:
+      raise ValueError(f"sweep over {path}: set it explicitly in every experiment's config "
+                       f"(some leave it to the algorithm's default)")
+    out[path] = [float(v) for v in values]
+  return out
 
 
 def pad_steps(cohort: Cohort, num_steps: int) -> Cohort:
@@ -147,6 +182,9 @@ def _train(rounds, exps, recorders, status, summaries, check_signals=lambda: Non
   server_states = tree.stack([r.server_state for r in recorders])
   client_tables = tree.stack([r.client_table for r in recorders])
   keys = jnp.stack([r.train_key for r in recorders])
+  swept = swept_hyperparameters([x.config for x in exps])
+  if swept:
+    logging.info("sweep: hyperparameters traced per experiment: %s", swept)
   data = exps[0].feeder.data
   num_steps = max(x.sampler.shape[1] for x in exps)
   starts = np.array([r.start_round for r in recorders])
@@ -155,7 +193,7 @@ def _train(rounds, exps, recorders, status, summaries, check_signals=lambda: Non
     cohorts = [pad_steps(x.feeder.for_round(t)[1], num_steps) for x in exps]
     rates = [x.learning_rate(t) for x in exps]
     new_states, new_tables, metrics = engine.sweep_round(
-        server_states, client_tables, data, tree.stack(cohorts), t, rates, keys)
+        server_states, client_tables, data, tree.stack(cohorts), t, rates, keys, swept)
     if (starts > t).any():
       # Experiments resumed from a later checkpoint wait (state unchanged) until the sweep
       # reaches their round; the others catch up.
