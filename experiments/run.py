@@ -31,10 +31,19 @@ _SAVE_PARTITION = flags.DEFINE_string(
     "--config.data.partition=file --config.data.partition_path=PATH.")
 _PRINT_CONFIG = flags.DEFINE_bool("print_config", False,
                                   "Print the resolved config, one commented field a line, and exit.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator", "", "Multi-process (multi-host) runs: process 0's HOST:PORT "
+    "(jax.distributed; fedjax_sharp/core/distributed.py). Every process runs the same command "
+    "with its own --process_id; process 0 writes --workdir.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "Processes of a multi-process run.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", 0, "This process's index in [0, num_processes).")
 
 
 def main(argv):
   del argv
+  from fedjax_sharp.core import distributed
+  # Before anything touches a JAX device: the mesh then spans every process's devices.
+  distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   from fedjax_sharp import data as data_lib
   from fedjax_sharp.training import cli, loop
 
@@ -62,6 +71,8 @@ def main(argv):
   if not _WORKDIR.value:
     logging.warning("no --workdir: nothing will be saved (metrics are only printed)")
   summary = loop.run(config, _WORKDIR.value)
+  if not distributed.writes_files():
+    return                 # process 0 prints and writes
   print(json.dumps(summary, indent=2, sort_keys=True))
   n, metric = summary["last_n"], summary.get("metric", "test_accuracy")
   print(f"\n{summary['algorithm']}: final {metric.replace('_', ' ')} "

@@ -29,7 +29,7 @@ from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core import client_table as client_table_lib
-from fedjax_sharp.core import feeding, hparams, sharding
+from fedjax_sharp.core import distributed, feeding, hparams, sharding
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
 from fedjax_sharp.models import registry as model_registry
 from fedjax_sharp.training import checkpoints
@@ -287,6 +287,18 @@ def signals_as_interrupt():
     signal.signal(signal.SIGINT, old_int)
 
 
+def check_multiprocess(config) -> None:
+  """Refuses, naming the field, what multi-process runs (`core.distributed`) do not support."""
+  if config.checkpoint_every:
+    raise ValueError(f"checkpoint_every={config.checkpoint_every}: multi-process runs "
+                     "(jax.distributed, --num_processes > 1) write no checkpoints yet (the "
+                     "client-state table is split across the processes); set "
+                     "--config.checkpoint_every=0")
+  if str(config.engine.get("client_table", "device")) == "host":
+    raise ValueError("engine.client_table='host': multi-process runs keep the client table on "
+                     "the devices of the mesh; use 'device' (or 'auto')")
+
+
 def run(config, workdir: str | None = None, progress: bool = True,
         experiment: Experiment | None = None) -> dict:
   """Runs the experiment; writes config.json, metrics.jsonl and summary.json under `workdir`.
@@ -296,7 +308,14 @@ def run(config, workdir: str | None = None, progress: bool = True,
   checkpoints through orbax resume exactly, a non-finite loss or model stops the run
   (`training.on_nonfinite='stop'`) with status 'diverged', and every exit path writes a summary
   whose "status" says what it is ('completed', 'interrupted', 'diverged', 'failed').
+
+  In a multi-process run (`core.distributed`) every process calls `run` with the same config;
+  only process 0 writes `workdir` (the others run without one).
   """
+  if distributed.is_multiprocess():
+    check_multiprocess(config)
+    if workdir and not distributed.writes_files():
+      workdir = None       # process 0 writes the run directory
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
   with lock:
     if workdir:
@@ -399,11 +418,14 @@ class RunRecorder:
     if workdir:
       self._open_workdir()
     logging.info("%s: %s on %s, %d clients, %d per round, cohort shape (C, S, B) = %s, "
-                 "%d parameters, engine %s", config.name, exp.algorithm.name,
+                 "%d parameters, engine %s, %s", config.name, exp.algorithm.name,
                  (f"{config.data.source}/{config.data.name} ({config.data.partition})"
                   if exp.dataset is not None else f"task {config.task.name}"),
                  len(exp.client_indices), config.clients_per_round, exp.sampler.shape,
-                 tree.num_elements(exp.init_params), exp.engine.execution)
+                 tree.num_elements(exp.init_params), exp.engine.execution,
+                 "one device" if exp.engine.mesh is None else
+                 (f"mesh {dict(exp.engine.mesh.shape)} over {exp.engine.mesh.size} devices, "
+                  f"{jax.process_count()} process(es)"))
     self.bar = (Progress(config.rounds, config.log_every, start=self.start_round)
                 if progress else None)
     if self.bar:
