@@ -124,7 +124,7 @@ def main():
   parser.add_argument("--rounds", type=int, default=3, help="timed rounds per side")
   parser.add_argument("--strategies", default="host/unrolled",
                       help="comma-separated client_strategy/local_loop pairs for our side")
-  parser.add_argument("--host_chunks", default="8", help="comma-separated engine.host_chunk")
+  parser.add_argument("--host_chunks", default="1", help="comma-separated engine.host_chunk")
   parser.add_argument("--small", action="store_true",
                       help="2 clients x 3 steps x batch 8 on 16x16x3, one timed round (CI)")
   args = parser.parse_args()

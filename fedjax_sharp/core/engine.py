@@ -66,7 +66,7 @@ class ExecutionConfig:
   chunk_size: int = 4
   local_loop: str = "auto"
   unroll: int = 4
-  host_chunk: int = 8
+  host_chunk: int = 1   # 1 step per call: fastest on CPU (BUILD_NOTES.md, benchmarks/vs_torch.py)
   skip_padding: bool = True
   sort_clients: bool = False
 
