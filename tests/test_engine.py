@@ -142,6 +142,28 @@ def test_auto_strategy_resolution():
   assert ExecutionConfig("map", local_loop="partial").resolved("cpu").client_strategy == "map"
   assert ExecutionConfig().reason("cpu").startswith("host/unrolled on cpu: ")
   assert ExecutionConfig().reason("gpu").startswith("vmap/rolled on gpu: ")
+
+
+def test_auto_weighs_the_model_size_on_accelerators_only():
+  from fedjax_sharp.core.engine import VMAP_MEMORY_FRACTION, Footprint
+  gb = 2 ** 30
+  small = Footprint(clients=10, per_client_bytes=10 * 2 ** 20, device_bytes=80 * gb)
+  big = Footprint(clients=100, per_client_bytes=2 * gb, device_bytes=80 * gb)
+  assert ExecutionConfig().resolved("gpu", small).client_strategy == "vmap"
+  got = ExecutionConfig().resolved("gpu", big)
+  fit = int(VMAP_MEMORY_FRACTION * 80 * gb // (2 * gb))          # 20 clients of 2 GB in 40 GB
+  assert (got.client_strategy, got.chunk_size, got.local_loop) == ("chunked_vmap", fit, "rolled")
+  assert "100 vmapped clients x 2048 MB" in ExecutionConfig().reason("gpu", big)
+  assert f"chunks of {fit} clients" in ExecutionConfig().reason("gpu", big)
+  # An explicit strategy, the CPU, or an unknown device memory leave the choice alone.
+  assert ExecutionConfig("vmap").resolved("gpu", big).client_strategy == "vmap"
+  assert ExecutionConfig().resolved("cpu", big).client_strategy == "host"
+  unknown = Footprint(100, 2 * gb, None)
+  assert ExecutionConfig().resolved("gpu", unknown).client_strategy == "vmap"
+  # The estimate: 4 parameter-sized buffers per client plus its state row.
+  params = {"w": np.zeros((10, 10), np.float32)}
+  est = Footprint.estimate(params, {"h": np.zeros((10, 10), np.float32)}, clients=7)
+  assert (est.clients, est.per_client_bytes) == (7, 5 * 400)
   with pytest.raises(ValueError, match="engine.client_strategy"):
     ExecutionConfig("pmap").validate()
   with pytest.raises(ValueError, match="engine.local_loop"):

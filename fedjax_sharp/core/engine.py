@@ -76,25 +76,37 @@ class ExecutionConfig:
     fields = {f.name: engine_cfg[f.name] for f in dataclasses.fields(cls) if f.name in engine_cfg}
     return cls(**fields)
 
-  def resolved(self, backend: str | None = None) -> "ExecutionConfig":
-    """Replaces 'auto' by the measured best choice for the backend."""
+  def resolved(self, backend: str | None = None,
+               footprint: "Footprint | None" = None) -> "ExecutionConfig":
+    """Replaces 'auto' by the measured best choice for the backend and, on accelerators, the
+    model's size: when the cohort's vmapped parameter-sized buffers (`footprint`) would take
+    more than VMAP_MEMORY_FRACTION of the device's memory, 'chunked_vmap' with the largest
+    chunk that fits instead of 'vmap'."""
     backend = backend or jax.default_backend()
     cpu = backend == "cpu"
+    strategy, chunk = self.client_strategy, self.chunk_size
+    if strategy == "auto":
+      strategy = "host" if cpu else "vmap"
+      fit = None if cpu or footprint is None else footprint.clients_that_fit()
+      if fit is not None and fit < footprint.clients:
+        strategy, chunk = "chunked_vmap", max(fit, 1)
     return dataclasses.replace(
-        self,
-        client_strategy=(("host" if cpu else "vmap")
-                         if self.client_strategy == "auto" else self.client_strategy),
+        self, client_strategy=strategy, chunk_size=chunk,
         local_loop=(("unrolled" if cpu else "rolled")
                     if self.local_loop == "auto" else self.local_loop))
 
-  def reason(self, backend: str | None = None) -> str:
+  def reason(self, backend: str | None = None, footprint: "Footprint | None" = None) -> str:
     """Why 'auto' resolves as it does on `backend` (logged when a run starts)."""
     backend = backend or jax.default_backend()
-    got = self.resolved(backend)
+    got = self.resolved(backend, footprint)
     if backend == "cpu":
       why = ("XLA's CPU backend runs convolutions inside loops (scan, lax.map) 30-50x slower "
              "and vmapped per-client convolutions as slow grouped convolutions, so clients and "
-             "chunks of unrolled steps are dispatched from the host (BUILD_NOTES.md)")
+             "single local steps are dispatched from the host (BUILD_NOTES.md)")
+    elif got.client_strategy == "chunked_vmap" and self.client_strategy == "auto":
+      why = (f"{footprint.clients} vmapped clients x {footprint.per_client_bytes / 2**20:.0f} MB "
+             f"of parameter-sized buffers exceed {VMAP_MEMORY_FRACTION:.0%} of the device's "
+             f"{footprint.device_bytes / 2**30:.1f} GB, so chunks of {got.chunk_size} clients")
     else:
       why = ("on accelerators one jitted round with clients vmapped and a rolled step loop is "
              "fastest and compiles once (BUILD_NOTES.md, GPU table)")
@@ -109,6 +121,42 @@ class ExecutionConfig:
     for field in ("chunk_size", "unroll", "host_chunk"):
       if getattr(self, field) < 1:
         raise ValueError(f"{prefix}.{field} must be >= 1, got {getattr(self, field)}")
+
+
+# The share of an accelerator's memory that `auto` lets the vmapped cohort's parameter-sized
+# buffers take (the rest: activations, the training set, XLA's workspace).
+VMAP_MEMORY_FRACTION = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+  """What `auto` weighs on accelerators: `clients` vmapped per round, each holding about
+  `per_client_bytes` of parameter-sized buffers, on a device of `device_bytes` (None: unknown,
+  e.g. CPU; then the model's size plays no part)."""
+  clients: int
+  per_client_bytes: int
+  device_bytes: int | None
+
+  def clients_that_fit(self) -> int | None:
+    if not self.device_bytes or self.per_client_bytes <= 0:
+      return None
+    return int(VMAP_MEMORY_FRACTION * self.device_bytes // self.per_client_bytes)
+
+  @staticmethod
+  def estimate(params, client_row, clients: int, device=None) -> "Footprint":
+    """Per client: the parameters, their gradient, the optimiser's momentum and the broadcast
+    model (4 parameter-sized buffers; SAM's perturbed copy and activations are not counted)
+    plus the client's state row; `device` (default: the first local device) reports its memory
+    where the backend exposes it (GPU / TPU `memory_stats()['bytes_limit']`)."""
+    nbytes = lambda t: int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize
+                               for x in jax.tree.leaves(t)))
+    device = device or jax.local_devices()[0]
+    try:
+      stats = device.memory_stats() or {}
+    except Exception:  # pylint: disable=broad-except  # backends without memory stats
+      stats = {}
+    return Footprint(int(clients), 4 * nbytes(params) + nbytes(client_row),
+                     stats.get("bytes_limit"))
 
 
 @flax.struct.dataclass
@@ -173,6 +221,9 @@ class RoundEngine:
     mesh: a `jax.sharding.Mesh` with axes 'clients' (and 'experiments' for sweeps) from
       `core.sharding.make_mesh`: the cohort and the client table are split by client across
       it, the rest replicated (see `core.sharding`). None: one device.
+    algorithm_factory: `{config path: value} -> FederatedAlgorithm`, the algorithm rebuilt with
+      traced hyperparameters (a sweep's lanes, `sweep_round`).
+    footprint: the cohort's memory (`Footprint.estimate`), which `auto` weighs on accelerators.
   """
 
   def __init__(self, algorithm: FederatedAlgorithm, num_clients: int,
@@ -180,21 +231,22 @@ class RoundEngine:
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
                donate: bool = True, client_table: str = "device",
                mesh: "jax.sharding.Mesh | None" = None,
-               algorithm_factory: Callable[[dict], FederatedAlgorithm] | None = None):
+               algorithm_factory: Callable[[dict], FederatedAlgorithm] | None = None,
+               footprint: Footprint | None = None):
     execution.validate()
     if "auto" in (execution.client_strategy, execution.local_loop):
-      logging.info("engine 'auto' -> %s", execution.reason())
+      logging.info("engine 'auto' -> %s", execution.reason(footprint=footprint))
     if client_table not in ("device", "host"):
       raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
     self.client_table = client_table
     self.mesh = mesh
-    if mesh is not None and execution.resolved().client_strategy == "host":
+    if mesh is not None and execution.resolved(footprint=footprint).client_strategy == "host":
       raise ValueError("a device mesh needs a single-jit engine.client_strategy (vmap), not "
                        "'host' (the CPU's 'auto')")
     self.algorithm = algorithm
     self.algorithm_factory = algorithm_factory
     self.num_clients = int(num_clients)
-    self.execution = execution.resolved()
+    self.execution = execution.resolved(footprint=footprint)
     # Default: uint8 images become float32; anything else (token ids, float features) passes
     # through unchanged.
     self.preprocess = preprocess or (

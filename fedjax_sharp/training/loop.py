@@ -30,7 +30,7 @@ from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core import distributed, feeding, hparams, sharding
-from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
+from fedjax_sharp.core.engine import ExecutionConfig, Footprint, RoundEngine, TrainData
 from fedjax_sharp.models import registry as model_registry
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
@@ -179,7 +179,10 @@ def build_experiment(config, dataset=None) -> Experiment:
                            float(config.engine.get("client_table_budget_mb", 1024))),
                        mesh=sharding.mesh_from_config(config.engine),
                        algorithm_factory=lambda values: build_algorithm(
-                           hparams.with_values(config, values), apply_fn))
+                           hparams.with_values(config, values), apply_fn),
+                       footprint=Footprint.estimate(
+                           params, jax.eval_shape(algorithm.client_state_init, params),
+                           config.clients_per_round))
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=config.aggregation)
