@@ -4,6 +4,7 @@
     python experiments/landscape.py --workdir=RUN --other=RUN2                      # + 1D path
     python experiments/landscape.py --workdir=RUN --sharpness --trace_probes=100    # + SAM, trace
     python experiments/landscape.py --workdir=RUN --global_local=10    # + global vs local lambda
+    python experiments/landscape.py --workdir=RUN --clients            # + per-client percentiles
 
 Reads RUN/config.json and RUN/final_params.msgpack; evaluates on the first --examples test
 examples; writes RUN/landscape.png + .npz (filled contour and 3D surface along two
@@ -26,6 +27,8 @@ _SEED = flags.DEFINE_integer("seed", 0, "Seed of the random directions.")
 _SHARPNESS = flags.DEFINE_bool("sharpness", False, "Also SAM sharpness and the Hessian trace.")
 _RHO = flags.DEFINE_float("rho", 0.05, "SAM sharpness radius.")
 _PROBES = flags.DEFINE_integer("trace_probes", 100, "Hutchinson probes for the Hessian trace.")
+_CLIENTS = flags.DEFINE_bool(
+    "clients", False, "Also per-client accuracy percentiles, worst client, participation gap.")
 _GLOBAL_LOCAL = flags.DEFINE_integer(
     "global_local", 0, "> 0: global vs local sharpness (FedGloSS Table 1) on this many clients.")
 
@@ -41,6 +44,8 @@ def main(argv):
     out["sharpness"] = run_analysis.run_sharpness(
         _WORKDIR.value, model=_MODEL.value, rho=_RHO.value, trace_probes=_PROBES.value,
         examples=_EXAMPLES.value, experiment=exp)
+  if _CLIENTS.value:
+    out["clients"] = run_analysis.run_clients(_WORKDIR.value, model=_MODEL.value, experiment=exp)
   if _GLOBAL_LOCAL.value:
     out["global_local"] = run_analysis.run_global_local(
         _WORKDIR.value, model=_MODEL.value, clients=_GLOBAL_LOCAL.value, experiment=exp)

@@ -240,3 +240,19 @@ def test_global_vs_local_sharpness_of_a_finished_run(tmp_path):
   # The local models really trained (their curvature on the client's loss differs).
   assert out["local_on_client"] != out["global_on_client"]
   assert out["global_on_global"] > 0
+  # Per-client percentiles of the saved model: the reweighted accuracies computed by hand here,
+  # 'trained' = the clients the run's sampler drew in its 3 rounds.
+  got = run_analysis.run_clients(str(tmp_path), experiment=exp)
+  ds = exp.dataset
+  pred = np.argmax(np.asarray(exp.apply_fn(params, exp.eval_preprocess(ds.x_test, None))), -1)
+  per_class = np.array([np.mean(pred[ds.y_test == k] == k) for k in range(ds.num_classes)])
+  acc = []
+  for ix in exp.client_indices:
+    freq = np.bincount(ds.y_train[np.asarray(ix)], minlength=ds.num_classes) / len(ix)
+    acc.append(float(freq @ per_class))
+  sampled = sorted({int(i) for t in range(c.rounds) for i in exp.sampler.sample_clients(t)})
+  assert got["client_acc_worst"] == pytest.approx(min(acc), rel=1e-6)
+  assert got["client_acc_p50"] == pytest.approx(float(np.median(acc)), rel=1e-6)
+  assert got["trained_acc"] == pytest.approx(np.mean([acc[i] for i in sampled]), rel=1e-6)
+  import json
+  assert json.load(open(tmp_path / "analysis.json"))["final_clients"] == got

@@ -69,6 +69,18 @@ def client_accuracy_from_examples(correct: np.ndarray, test_clients) -> np.ndarr
                    for ix in test_clients])
 
 
+def model_client_percentiles(apply_fn: Callable, params, dataset, client_indices,
+                             trained: np.ndarray | None = None,
+                             preprocess: Callable | None = None) -> dict:
+  """`client_percentiles` of a model's reweighted per-client accuracies (module docstring) on a
+  dataset with `x_test`, `y_test`, `y_train` and `num_classes`."""
+  per_class = per_class_accuracy(apply_fn, params, dataset.x_test, dataset.y_test,
+                                 dataset.num_classes, preprocess=preprocess)
+  acc = reweighted_client_accuracy(
+      per_class, client_label_counts(dataset.y_train, client_indices, dataset.num_classes))
+  return client_percentiles(acc, trained=trained)
+
+
 def client_percentiles(accuracy: np.ndarray, trained: np.ndarray | None = None,
                        percentiles=(10, 50, 90)) -> dict:
   """{'client_acc_p10', 'client_acc_p50', 'client_acc_p90', 'client_acc_worst',

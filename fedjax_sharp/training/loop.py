@@ -390,13 +390,9 @@ class RoundAnalysis:
       out["sam_sharpness"] = sharpness.sam_sharpness(self.loss_fn, params, self.batches,
                                                      rho=float(self.cfg.rho))["sam_sharpness"]
     if "client_percentiles" in self.metrics:
-      ds = self.exp.dataset
-      per_class = clients.per_class_accuracy(self.exp.apply_fn, params, ds.x_test, ds.y_test,
-                                             ds.num_classes, preprocess=self.exp.eval_preprocess)
-      acc = clients.reweighted_client_accuracy(
-          per_class, clients.client_label_counts(ds.y_train, self.exp.client_indices,
-                                                 ds.num_classes))
-      out.update(clients.client_percentiles(acc, trained=self.trained))
+      out.update(clients.model_client_percentiles(
+          self.exp.apply_fn, params, self.exp.dataset, self.exp.client_indices,
+          trained=self.trained, preprocess=self.exp.eval_preprocess))
     return out
 
 

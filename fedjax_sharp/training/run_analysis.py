@@ -8,6 +8,7 @@ import os
 import time
 
 import ml_collections
+import numpy as np
 
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
@@ -88,6 +89,23 @@ def run_sharpness(run_dir: str, *, model: str = "final", rho: float = 0.05,
               "examples": examples or int(len(exp.dataset.y_test)),
               "sam_seconds": t1 - t0, "trace_seconds": time.time() - t1})
   _store(run_dir, f"{model}_sharpness", out)
+  return out
+
+
+def run_clients(run_dir: str, *, model: str = "final", experiment=None) -> dict:
+  """Per-client accuracy percentiles, worst client and participation gap of a run's saved
+  model (`analysis.clients`: test accuracy reweighted to each client's label distribution;
+  'trained' = sampled in any of the run's rounds, rebuilt from its cohort sampler); stored in
+  RUN/analysis.json under '<model>_clients'."""
+  from fedjax_sharp.analysis import clients  # pylint: disable=g-import-not-at-top
+  exp, params = _load(run_dir, model, experiment)
+  trained = np.zeros(len(exp.client_indices), bool)
+  for t in range(int(exp.config.rounds)):
+    ids = np.asarray(exp.sampler.sample_clients(t))
+    trained[ids[ids < len(trained)]] = True
+  out = clients.model_client_percentiles(exp.apply_fn, params, exp.dataset, exp.client_indices,
+                                         trained=trained, preprocess=exp.eval_preprocess)
+  _store(run_dir, f"{model}_clients", out)
   return out
 
 
