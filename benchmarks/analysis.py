@@ -6,6 +6,7 @@ randomly initialised model (the cost does not depend on the weights).
 
     python benchmarks/analysis.py                  # the issue's protocol
     python benchmarks/analysis.py --grid=11 --probes=20 --examples=500
+    python benchmarks/analysis.py --parts=lambda,sam --reverse_batch=500   # whole batches
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def main():
   parser.add_argument("--probes", type=int, default=100)
   parser.add_argument("--grid", type=int, default=21)
   parser.add_argument("--batch", type=int, default=500)
+  parser.add_argument("--reverse_batch", type=int, default=None,
+                      help="examples per gradient / Hessian-vector product call (default: the "
+                           "library's, hessian.default_reverse_batch: 50 on CPU)")
+  parser.add_argument("--parts", default="lambda,trace,sam,landscape",
+                      help="comma-separated subset of lambda,trace,sam,landscape")
   args = parser.parse_args()
   name = args.data
   if name == "auto":
@@ -42,25 +48,36 @@ def main():
   pre = lambda x, key: (x.astype(np.float32) / 255.0)
   batches = hessian.cross_entropy_batches(ds.x_test, ds.y_test, args.batch, pre, args.examples)
   loss_fn = sharpness.cross_entropy_loss(apply_fn)
+  parts = set(args.parts.split(","))
+  unknown = parts - {"lambda", "trace", "sam", "landscape"}
+  if unknown:
+    parser.error(f"--parts: unknown {sorted(unknown)}; allowed lambda,trace,sam,landscape")
+  rb = args.reverse_batch
   rows = []
-  t0 = time.time()
-  lam = hessian.top_eigenvalues(loss_fn, params, batches, k=1, iters=args.iters)
-  rows.append((f"lambda_max, power iteration, {args.iters} iterations", time.time() - t0,
-               f"{lam[0]:.4g}"))
-  t0 = time.time()
-  tr = sharpness.hutchinson_trace(loss_fn, params, batches, num_probes=args.probes)
-  rows.append((f"Hessian trace, {args.probes} Rademacher probes", time.time() - t0,
-               f"{tr['trace']:.4g} +- {tr['stderr']:.2g}"))
-  t0 = time.time()
-  sam = sharpness.sam_sharpness(loss_fn, params, batches, rho=0.05)
-  rows.append(("SAM sharpness, rho 0.05", time.time() - t0, f"{sam['sam_sharpness']:.4g}"))
-  t0 = time.time()
-  surf = landscape.surface(loss_fn, params, batches, jax.random.key(0), num=args.grid)
-  rows.append((f"landscape {args.grid} x {args.grid}", time.time() - t0,
-               f"centre loss {surf['loss'][args.grid // 2, args.grid // 2]:.4g}"))
+  if "lambda" in parts:
+    t0 = time.time()
+    lam = hessian.top_eigenvalues(loss_fn, params, batches, k=1, iters=args.iters,
+                                  reverse_batch=rb)
+    rows.append((f"lambda_max, power iteration, {args.iters} iterations", time.time() - t0,
+                 f"{lam[0]:.4g}"))
+  if "trace" in parts:
+    t0 = time.time()
+    tr = sharpness.hutchinson_trace(loss_fn, params, batches, num_probes=args.probes)
+    rows.append((f"Hessian trace, {args.probes} Rademacher probes", time.time() - t0,
+                 f"{tr['trace']:.4g} +- {tr['stderr']:.2g}"))
+  if "sam" in parts:
+    t0 = time.time()
+    sam = sharpness.sam_sharpness(loss_fn, params, batches, rho=0.05, reverse_batch=rb)
+    rows.append(("SAM sharpness, rho 0.05", time.time() - t0, f"{sam['sam_sharpness']:.4g}"))
+  if "landscape" in parts:
+    t0 = time.time()
+    surf = landscape.surface(loss_fn, params, batches, jax.random.key(0), num=args.grid)
+    rows.append((f"landscape {args.grid} x {args.grid}", time.time() - t0,
+                 f"centre loss {surf['loss'][args.grid // 2, args.grid // 2]:.4g}"))
   total = sum(r[1] for r in rows)
   print(f"\nbackend {jax.default_backend()}, McMahan CNN on {name}, {len(ds.y_test[:args.examples])}"
-        f" test examples, batches of {args.batch}\n")
+        f" test examples, batches of {args.batch}, reverse-mode pieces of "
+        f"{hessian.default_reverse_batch(rb) or args.batch}\n")
   print("| analysis | seconds | value |")
   print("|---|---|---|")
   for what, sec, value in rows:

@@ -35,3 +35,28 @@ def test_vs_torch_benchmark_runs_small():
     assert rows[-1].startswith("torch")
   except ImportError:
     assert "torch is not installed" in proc.stdout
+
+
+def test_analysis_benchmark_runs_small():
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "analysis.py"),
+                         "--data=digits", "--examples=64", "--batch=32", "--reverse_batch=16",
+                         "--iters=2", "--probes=2", "--grid=3"],
+                        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "reverse-mode pieces of 16" in proc.stdout
+  rows = [line.split("|")[1].strip() for line in proc.stdout.splitlines()
+          if line.startswith("| ")][1:]
+  assert [r.split(",")[0].split(" ")[0] for r in rows] == [
+      "lambda_max", "Hessian", "SAM", "landscape", "total"]
+
+
+def test_conv_grad_benchmark_runs_small():
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "conv_grad.py"),
+                         "--batches=2,4", "--size=6", "--cin=2", "--cout=3", "--repeats=1"],
+                        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [line.split("|")[1].strip() for line in proc.stdout.splitlines()
+          if line.startswith("| ")][1:]
+  assert rows == ["2", "4"]

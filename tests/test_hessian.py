@@ -76,3 +76,29 @@ def test_hvp_ignores_padding_and_errors():
     hessian.top_eigenvalues(loss_fn, params, batches, method="arnoldi")
   with pytest.raises(ValueError, match="real"):
     hessian.dataset_hvp(loss_fn, params, [dict(batches[0], mask=jnp.zeros((8,), bool))])
+
+
+def test_reverse_mode_pieces_give_the_same_operator_and_gradient():
+  """Hessian-vector products and the dataset gradient taken on pieces of 3 examples (a short,
+  padded last piece; an all-padding piece dropped) equal the dense Hessian / gradient of the
+  mean loss over the 13 real examples."""
+  from fedjax_sharp.analysis import sharpness
+  params = init_params(4)
+  x, y, batches = _batches(13, 8)
+  def loss_fn(p, b):
+    return losses.masked_cross_entropy(apply_fn(p, b["x"]), b["y"], b["mask"])
+  pieces = hessian.micro_batches(batches, 3)
+  assert [int(jnp.sum(p["mask"])) for p in pieces] == [3, 3, 2, 3, 2]
+  assert all(p["x"].shape == (3, DIM) for p in pieces)
+  assert all(a is b for a, b in zip(hessian.micro_batches(batches, 0), batches))
+  flat, unravel = ravel_pytree(params)
+  full = {"x": jnp.asarray(x), "y": jnp.asarray(y), "mask": jnp.ones((13,), bool)}
+  dense = jax.hessian(lambda f: loss_fn(unravel(f), full))(flat)
+  v = jax.random.normal(jax.random.key(2), (flat.size,))
+  for size in (3, 0):
+    op = hessian.dataset_hvp(loss_fn, params, batches, reverse_batch=size)
+    np.testing.assert_allclose(op.matvec(v), dense @ v, rtol=1e-4, atol=1e-5)
+    loss, grad = sharpness.dataset_loss_and_grad(loss_fn, params, batches, reverse_batch=size)
+    want_loss, want_grad = jax.value_and_grad(lambda f: loss_fn(unravel(f), full))(flat)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
+    np.testing.assert_allclose(ravel_pytree(grad)[0], want_grad, rtol=1e-4, atol=1e-6)

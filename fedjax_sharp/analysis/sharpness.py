@@ -19,7 +19,8 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 import numpy as np
 
-from fedjax_sharp.analysis.hessian import batch_weights, default_chunk
+from fedjax_sharp.analysis.hessian import (batch_weights, default_chunk, default_reverse_batch,
+                                           micro_batches)
 from fedjax_sharp.core import losses, tree
 
 
@@ -30,8 +31,11 @@ def cross_entropy_loss(apply_fn: Callable) -> Callable:
   return loss_fn
 
 
-def dataset_loss_and_grad(loss_fn: Callable, params, batches: Sequence[dict]):
-  """(loss, gradient pytree) of the example-weighted dataset loss."""
+def dataset_loss_and_grad(loss_fn: Callable, params, batches: Sequence[dict],
+                          reverse_batch: int | None = None):
+  """(loss, gradient pytree) of the example-weighted dataset loss, the gradient taken on pieces
+  of `reverse_batch` examples (`hessian.default_reverse_batch`)."""
+  batches = micro_batches(batches, default_reverse_batch(reverse_batch))
   value_and_grad = jax.jit(jax.value_and_grad(loss_fn))
   loss, grad = 0.0, tree.zeros_like(params)
   for batch, w in zip(batches, batch_weights(batches)):
@@ -47,10 +51,11 @@ def dataset_loss(loss_fn: Callable, params, batches: Sequence[dict]) -> float:
   return float(sum(w * value(params, b) for b, w in zip(batches, batch_weights(batches)) if w))
 
 
-def sam_sharpness(loss_fn: Callable, params, batches: Sequence[dict], rho: float = 0.05) -> dict:
+def sam_sharpness(loss_fn: Callable, params, batches: Sequence[dict], rho: float = 0.05,
+                  reverse_batch: int | None = None) -> dict:
   """SAM sharpness `L(w + rho g/||g||) - L(w)`, g the full-dataset gradient (one ascent step of
   radius rho, as SAM's inner maximisation). Returns {'sam_sharpness', 'loss', 'grad_norm'}."""
-  loss, grad = dataset_loss_and_grad(loss_fn, params, batches)
+  loss, grad = dataset_loss_and_grad(loss_fn, params, batches, reverse_batch)
   norm = float(tree.global_norm(grad))
   if norm == 0.0:
     return {"sam_sharpness": 0.0, "loss": loss, "grad_norm": 0.0}

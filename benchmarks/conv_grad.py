@@ -1,0 +1,62 @@
+"""Cost of a convolution's forward pass and filter gradient against the batch size (XLA CPU).
+
+The McMahan CNN's second convolution (14x14x32 -> 64, 5x5, SAME) by default; times per 50
+examples, so a flat column means linear cost. On XLA's CPU backend the filter gradient grows
+superlinearly with the batch, which is why the analysis takes its reverse-mode derivatives on
+pieces of `hessian.default_reverse_batch()` examples.
+
+    python benchmarks/conv_grad.py
+    python benchmarks/conv_grad.py --batches=50,500 --size=24 --cin=64 --cout=64 --pad=0
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+import numpy as np
+
+
+def _ms(f, *args, n: int) -> float:
+  jax.block_until_ready(f(*args))
+  t0 = time.perf_counter()
+  for _ in range(n):
+    out = f(*args)
+  jax.block_until_ready(out)
+  return (time.perf_counter() - t0) / n * 1e3
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--batches", default="50,100,250,500")
+  parser.add_argument("--size", type=int, default=14)
+  parser.add_argument("--cin", type=int, default=32)
+  parser.add_argument("--cout", type=int, default=64)
+  parser.add_argument("--kernel", type=int, default=5)
+  parser.add_argument("--pad", type=int, default=2)
+  parser.add_argument("--repeats", type=int, default=5)
+  args = parser.parse_args()
+  dn = ("NHWC", "HWIO", "NHWC")
+  pad = ((args.pad, args.pad), (args.pad, args.pad))
+  conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), pad, dimension_numbers=dn)
+  fwd = jax.jit(conv)
+  filter_grad = jax.jit(lambda x, w, g: jax.vjp(lambda w: conv(x, w), w)[1](g)[0])
+  rng = np.random.default_rng(0)
+  k = args.kernel
+  w = jnp.asarray(rng.normal(size=(k, k, args.cin, args.cout)) * 0.1, jnp.float32)
+  print(f"backend {jax.default_backend()}, conv {args.size}x{args.size}x{args.cin} -> "
+        f"{args.cout}, {k}x{k}, pad {args.pad}\n")
+  print("| batch | forward ms | filter gradient ms | forward ms per 50 | filter gradient ms per 50 |")
+  print("|---|---|---|---|---|")
+  for b in (int(v) for v in args.batches.split(",")):
+    x = jnp.asarray(rng.normal(size=(b, args.size, args.size, args.cin)), jnp.float32)
+    g = jnp.ones_like(conv(x, w))
+    f_ms = _ms(fwd, x, w, n=args.repeats)
+    g_ms = _ms(filter_grad, x, w, g, n=args.repeats)
+    print(f"| {b} | {f_ms:.1f} | {g_ms:.1f} | {f_ms * 50 / b:.1f} | {g_ms * 50 / b:.1f} |")
+
+
+if __name__ == "__main__":
+  main()
