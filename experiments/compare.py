@@ -9,7 +9,9 @@
 Writes, under --workdir: one run directory per (algorithm, seed) with config.json,
 metrics.jsonl and summary.json; results.md and results.csv (mean and std of test accuracy over
 the last `eval.last_n` rounds, final accuracy, rounds to `eval.target_accuracy`, communication,
-time per round); accuracy.png (test accuracy vs round).
+time per round); accuracy.png (test accuracy vs round); geometry.md and geometry.csv when the
+runs' final models were analysed (experiments/hessian.py, experiments/landscape.py): lambda_max,
+Hessian trace, SAM sharpness, global vs local sharpness, client percentiles, over seeds.
 """
 from __future__ import annotations
 

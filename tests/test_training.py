@@ -367,6 +367,50 @@ def test_seed_aggregation_and_reports_on_hand_made_metrics(tmp_path):
   assert not compare.plot_series(results, "hessian_trace", str(tmp_path / "none.png"))
 
 
+def test_geometry_table_aggregates_final_model_analyses_over_seeds(tmp_path):
+  """geometry.md/.csv from hand-made hessian.json / analysis.json entries: mean and std over
+  the seeds that have each analysis, the count where some lack it, nothing for unanalysed."""
+  def run(lam=None, trace=None, p10=None, gap=None, gg=None):
+    analysis = {}
+    if trace is not None:
+      analysis["final_sharpness"] = {"hessian_trace": trace, "sam_sharpness": 0.1}
+    if p10 is not None:
+      analysis["final_clients"] = {"client_acc_p10": p10, "participation_gap": gap}
+    if gg is not None:
+      analysis["final_global_local"] = {"global_on_global": gg, "global_on_client_mean": 2 * gg,
+                                        "local_on_client_mean": 3 * gg}
+    return {"records": [{"round": 0, "test_accuracy": 0.5, "round_time_s": 1.0,
+                         "bytes_total": 1}],
+            "hessian": None if lam is None else {"lambda_max": lam}, "analysis": analysis,
+            "summary": {"final_test_accuracy": 0.5, "communication": {"down": 1, "up": 1}}}
+  results = {"a": [run(lam=4.0, trace=100.0, p10=0.5, gap=0.1, gg=1.0),
+                   run(lam=6.0, trace=140.0, p10=0.7, gap=None, gg=3.0)],
+             "b": [run(lam=2.0), run()],
+             "c": [run(), run()]}
+  rows = compare.geometry_rows(results)
+  assert [r["algorithm"] for r in rows] == ["a", "b"]          # c: nothing analysed
+  a, b = rows
+  assert a["lambda_max_mean"] == pytest.approx(5.0) and a["lambda_max_std"] == pytest.approx(1.0)
+  assert a["hessian_trace_mean"] == pytest.approx(120.0)
+  assert a["hessian_trace_std"] == pytest.approx(20.0)
+  assert a["client_acc_p10_mean"] == pytest.approx(0.6)
+  assert a["participation_gap_n"] == 1 and a["participation_gap_mean"] == pytest.approx(0.1)
+  assert a["local_on_client_mean_mean"] == pytest.approx(6.0)
+  assert b["lambda_max_n"] == 1 and b["hessian_trace_n"] == 0
+  table = compare.geometry_markdown(rows)
+  lines = table.splitlines()
+  assert {line.count("|") - 1 for line in lines} == {2 + len(compare.GEOMETRY)}
+  assert "| a | 2 | 5 (1) | 120 (20) |" in table
+  assert "60.00 (10.00)" in lines[2] and "10.00 (0.00) [1]" in lines[2]  # percent; 1 of 2
+  assert lines[3].startswith("| b | 2 | 2 (0) [1] | x |")
+  compare.write_reports(results, str(tmp_path), 1, 0.0)
+  csv_rows = (tmp_path / "geometry.csv").read_text().splitlines()
+  assert csv_rows[0].startswith("algorithm,seeds,lambda_max_mean,lambda_max_std,lambda_max_n")
+  assert len(csv_rows) == 3 and (tmp_path / "geometry.md").read_text() == table
+  compare.write_reports({"c": results["c"]}, str(tmp_path / "none"), 1, 0.0)
+  assert not os.path.exists(tmp_path / "none" / "geometry.md")
+
+
 def test_tensorboard_scalars_mirror_metrics_jsonl(tmp_path):
   import glob
   import struct

@@ -179,8 +179,10 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
     stored = json.load(open(hessian_path)) if os.path.exists(hessian_path) else {}
     if hessian is not None and "final" not in stored and not report_only:
       stored["final"] = run_analysis.run_hessian(run_dir, **hessian)
+    analysis_path = os.path.join(run_dir, run_analysis.ANALYSIS_FILE)
+    analysis = json.load(open(analysis_path)) if os.path.exists(analysis_path) else {}
     results.setdefault(name, []).append({"summary": summary, "records": records,
-                                         "hessian": stored.get("final")})
+                                         "hessian": stored.get("final"), "analysis": analysis})
   if not results:
     raise ValueError(f"no finished run of {list(algorithms)} x seeds {list(seeds)} under "
                      f"{workdir}")
@@ -262,6 +264,73 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
         "lambda_max_std": float(np.std(lams)) if lam_ok else None,
     })
   return rows
+
+
+# The geometry table (issue 14): (column, the RUN/analysis.json entry and key it reads, or
+# 'hessian' for the final model's hessian.json; percent) of each final-model analysis written
+# by experiments/hessian.py and experiments/landscape.py --sharpness --clients --global_local.
+GEOMETRY = (
+    ("lambda_max", "hessian", "lambda_max", False),
+    ("hessian_trace", "final_sharpness", "hessian_trace", False),
+    ("sam_sharpness", "final_sharpness", "sam_sharpness", False),
+    ("global_on_global", "final_global_local", "global_on_global", False),
+    ("global_on_client_mean", "final_global_local", "global_on_client_mean", False),
+    ("local_on_client_mean", "final_global_local", "local_on_client_mean", False),
+    ("client_acc_p10", "final_clients", "client_acc_p10", True),
+    ("client_acc_p50", "final_clients", "client_acc_p50", True),
+    ("client_acc_p90", "final_clients", "client_acc_p90", True),
+    ("client_acc_worst", "final_clients", "client_acc_worst", True),
+    ("participation_gap", "final_clients", "participation_gap", True),
+)
+
+
+def _geometry_value(run: dict, entry: str, key: str):
+  source = run.get("hessian") if entry == "hessian" else (run.get("analysis") or {}).get(entry)
+  value = (source or {}).get(key)
+  return None if value is None else float(value)
+
+
+def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
+  """Per algorithm, the mean and std over seeds of every final-model analysis (GEOMETRY) and
+  how many seeds have it: {'algorithm', 'seeds', '<column>_mean', '<column>_std',
+  '<column>_n'}. Algorithms none of whose runs was analysed are left out."""
+  rows = []
+  for name, runs in results.items():
+    row = {"algorithm": name, "seeds": len(runs)}
+    for column, entry, key, _ in GEOMETRY:
+      values = [v for v in (_geometry_value(run, entry, key) for run in runs) if v is not None]
+      row[f"{column}_mean"] = float(np.mean(values)) if values else None
+      row[f"{column}_std"] = float(np.std(values)) if values else None
+      row[f"{column}_n"] = len(values)
+    if any(row[f"{c}_n"] for c, *_ in GEOMETRY):
+      rows.append(row)
+  return rows
+
+
+def geometry_markdown(rows: list[dict]) -> str:
+  """The geometry table: mean (std over seeds) per cell, '[n]' where fewer seeds than the
+  algorithm's runs have that analysis, 'x' where none has; accuracies in percent."""
+  head = "| algorithm | seeds | " + " | ".join(c for c, *_ in GEOMETRY) + " |"
+  lines = [head, "|" + "---|" * (2 + len(GEOMETRY))]
+  for r in rows:
+    cells = []
+    for column, _, _, pct in GEOMETRY:
+      if not r[f"{column}_n"]:
+        cells.append("x")
+        continue
+      cell = f"{_fmt(r[f'{column}_mean'], pct)} ({_fmt(r[f'{column}_std'], pct)})"
+      cells.append(cell + (f" [{r[f'{column}_n']}]" if r[f"{column}_n"] < r["seeds"] else ""))
+    lines.append(f"| {r['algorithm']} | {r['seeds']} | " + " | ".join(cells) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def geometry_csv(rows: list[dict]) -> str:
+  buf = io.StringIO()
+  fields = ["algorithm", "seeds"] + [f"{c}_{s}" for c, *_ in GEOMETRY for s in ("mean", "std", "n")]
+  writer = csv.DictWriter(buf, fieldnames=fields)
+  writer.writeheader()
+  writer.writerows(rows)
+  return buf.getvalue()
 
 
 def _fmt(v, pct=False):
@@ -435,7 +504,8 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
 
 def write_reports(results, workdir: str, last_n: int, target: float, title: str = "") -> str:
   """results.md, results.csv, results.tex, accuracy.png (metric vs round, band over seeds),
-  accuracy_vs_bytes.png (metric vs MB communicated), lambda_max.png (when logged)."""
+  accuracy_vs_bytes.png (metric vs MB communicated), lambda_max.png (when logged), and
+  geometry.md / geometry.csv (`geometry_rows`) when any run's final model was analysed."""
   rows = table_rows(results, last_n, target)
   markdown = to_markdown(rows, last_n, target)
   os.makedirs(workdir, exist_ok=True)
@@ -445,4 +515,9 @@ def write_reports(results, workdir: str, last_n: int, target: float, title: str 
   plot_accuracy(results, os.path.join(workdir, "accuracy.png"), title)
   plot_vs_bytes(results, os.path.join(workdir, "accuracy_vs_bytes.png"), title)
   plot_series(results, "lambda_max", os.path.join(workdir, "lambda_max.png"), title)
+  geometry = geometry_rows(results)
+  if geometry:
+    metrics_lib.atomic_write_text(os.path.join(workdir, "geometry.md"),
+                                  geometry_markdown(geometry))
+    metrics_lib.atomic_write_text(os.path.join(workdir, "geometry.csv"), geometry_csv(geometry))
   return markdown
