@@ -122,6 +122,18 @@ def test_surface_centre_is_the_model_and_files_are_written(tmp_path):
   np.testing.assert_allclose(np.load(npz)["loss"], surf["loss"])
 
 
+def test_surfaces_side_by_side_share_one_colour_scale(tmp_path):
+  axis = np.linspace(-1, 1, 5)
+  flat = {"alpha": axis, "beta": axis, "loss": 0.1 * np.add.outer(axis ** 2, axis ** 2)}
+  sharp = {"alpha": axis, "beta": axis, "loss": 1.0 + 10 * np.add.outer(axis ** 2, axis ** 2)}
+  png, levels = landscape.save_surfaces({"flat": flat, "sharp": sharp}, str(tmp_path / "s.png"))
+  both = np.concatenate([flat["loss"].ravel(), sharp["loss"].ravel()])
+  assert levels[0] == pytest.approx(0.0) and levels[-1] == pytest.approx(np.percentile(both, 95))
+  assert os.path.getsize(png) > 1000
+  with pytest.raises(ValueError, match="at least one"):
+    landscape.save_surfaces({}, str(tmp_path / "none.png"))
+
+
 def test_client_percentiles_on_hand_made_clients():
   per_class = np.array([1.0, 0.5, 0.0])
   counts = np.array([[10, 0, 0],     # only class 0 -> 1.0

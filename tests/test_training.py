@@ -409,6 +409,18 @@ def test_geometry_table_aggregates_final_model_analyses_over_seeds(tmp_path):
   assert len(csv_rows) == 3 and (tmp_path / "geometry.md").read_text() == table
   compare.write_reports({"c": results["c"]}, str(tmp_path / "none"), 1, 0.0)
   assert not os.path.exists(tmp_path / "none" / "geometry.md")
+  assert not os.path.exists(tmp_path / "landscapes.png")         # no run has a landscape
+  # landscapes.png from the first run of each algorithm that has RUN/landscape.npz.
+  axis = np.linspace(-1, 1, 5)
+  for name, runs in results.items():
+    for seed, r in enumerate(runs):
+      r["run_dir"] = str(tmp_path / name / f"seed_{seed}")
+      r["summary"]["seed"] = seed
+  os.makedirs(results["a"][1]["run_dir"])
+  np.savez(os.path.join(results["a"][1]["run_dir"], "landscape.npz"), alpha=axis, beta=axis,
+           loss=np.add.outer(axis ** 2, axis ** 2))
+  compare.write_reports(results, str(tmp_path), 1, 0.0)
+  assert os.path.exists(tmp_path / "landscapes.png")
 
 
 def test_tensorboard_scalars_mirror_metrics_jsonl(tmp_path):

@@ -152,6 +152,54 @@ def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
   return png, npz
 
 
+def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.ndarray]:
+  """Several models' surfaces side by side (label -> a `surface` result): one filled contour
+  each on a shared colour scale (the lowest loss of all grids to the 95th percentile of all
+  grids together) and a last panel with every model's loss along direction 1 through its centre
+  (beta = 0), so flatness is compared on one scale. Returns the PNG path and the levels."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  if not surfaces:
+    raise ValueError("save_surfaces needs at least one surface")
+  every = np.concatenate([np.ravel(r["loss"]) for r in surfaces.values()])
+  levels = np.linspace(every.min(), np.percentile(every, 95), 25)
+  panels = len(surfaces) + 1
+  cols = min(panels, 4)
+  rows = -(-panels // cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False,
+                           constrained_layout=True)
+  axes = axes.ravel()
+  cs = None
+  for i, (ax, (label, r)) in enumerate(zip(axes, surfaces.items())):
+    a, b = np.meshgrid(r["alpha"], r["beta"])
+    cs = ax.contourf(a, b, np.minimum(r["loss"], levels[-1]), levels=levels, cmap="viridis")
+    ax.plot([0], [0], "r*", markersize=8)
+    ax.set_title(label, fontsize=10)
+    ax.set_xlabel("direction 1")
+    if i % cols == 0:
+      ax.set_ylabel("direction 2")
+  line_ax = axes[len(surfaces)]
+  for label, r in surfaces.items():
+    centre = len(r["beta"]) // 2
+    line_ax.plot(r["alpha"], np.asarray(r["loss"])[centre], label=label)
+  line_ax.set_xlabel("direction 1 (filter-normalised)")
+  line_ax.set_ylabel("loss")
+  line_ax.set_title("loss along direction 1 through each model", fontsize=10)
+  line_ax.legend(fontsize=8)
+  for ax in axes[panels:]:
+    ax.axis("off")
+  fig.colorbar(cs, ax=list(axes[:len(surfaces)]), label="loss (one scale for all, clipped at "
+               "the 95th percentile of all grids)", format="%.3g", shrink=0.9)
+  if title:
+    fig.suptitle(title)
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  fig.savefig(path + ".tmp.png", dpi=110, bbox_inches="tight")
+  plt.close(fig)
+  os.replace(path + ".tmp.png", path)
+  return path, levels
+
+
 def save_line(result: dict, prefix: str, labels=("model A", "model B"), title: str = "") -> str:
   """`prefix.png`: loss (and accuracy) along a 1D interpolation, and `prefix.npz`."""
   import matplotlib  # pylint: disable=g-import-not-at-top

@@ -182,7 +182,8 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
     analysis_path = os.path.join(run_dir, run_analysis.ANALYSIS_FILE)
     analysis = json.load(open(analysis_path)) if os.path.exists(analysis_path) else {}
     results.setdefault(name, []).append({"summary": summary, "records": records,
-                                         "hessian": stored.get("final"), "analysis": analysis})
+                                         "hessian": stored.get("final"), "analysis": analysis,
+                                         "run_dir": run_dir})
   if not results:
     raise ValueError(f"no finished run of {list(algorithms)} x seeds {list(seeds)} under "
                      f"{workdir}")
@@ -322,6 +323,26 @@ def geometry_markdown(rows: list[dict]) -> str:
       cells.append(cell + (f" [{r[f'{column}_n']}]" if r[f"{column}_n"] < r["seeds"] else ""))
     lines.append(f"| {r['algorithm']} | {r['seeds']} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
+
+
+def plot_landscapes(results: dict[str, list[dict]], path: str, title: str = "") -> bool:
+  """landscapes.png: per algorithm, the 2D landscape of its first run that has one
+  (RUN/landscape.npz from experiments/landscape.py) on one shared colour scale, and their
+  centre slices overlaid (`analysis.landscape.save_surfaces`). False (nothing drawn) if none."""
+  from fedjax_sharp.analysis import landscape  # pylint: disable=g-import-not-at-top
+  surfaces = {}
+  for name, runs in results.items():
+    for run in runs:
+      npz = os.path.join(run.get("run_dir") or "", "landscape.npz")
+      if run.get("run_dir") and os.path.exists(npz):
+        seed = run["summary"].get("seed")
+        with np.load(npz) as f:
+          surfaces[name if seed is None else f"{name}, seed {seed}"] = {k: f[k] for k in f.files}
+        break
+  if not surfaces:
+    return False
+  landscape.save_surfaces(surfaces, path, title)
+  return True
 
 
 def geometry_csv(rows: list[dict]) -> str:
@@ -505,7 +526,8 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
 def write_reports(results, workdir: str, last_n: int, target: float, title: str = "") -> str:
   """results.md, results.csv, results.tex, accuracy.png (metric vs round, band over seeds),
   accuracy_vs_bytes.png (metric vs MB communicated), lambda_max.png (when logged), and
-  geometry.md / geometry.csv (`geometry_rows`) when any run's final model was analysed."""
+  geometry.md / geometry.csv (`geometry_rows`) when any run's final model was analysed, and
+  landscapes.png (`plot_landscapes`) when any run has a landscape."""
   rows = table_rows(results, last_n, target)
   markdown = to_markdown(rows, last_n, target)
   os.makedirs(workdir, exist_ok=True)
@@ -520,4 +542,5 @@ def write_reports(results, workdir: str, last_n: int, target: float, title: str 
     metrics_lib.atomic_write_text(os.path.join(workdir, "geometry.md"),
                                   geometry_markdown(geometry))
     metrics_lib.atomic_write_text(os.path.join(workdir, "geometry.csv"), geometry_csv(geometry))
+  plot_landscapes(results, os.path.join(workdir, "landscapes.png"), title)
   return markdown
