@@ -234,6 +234,33 @@ def test_analysis_during_training_is_logged(tmp_path):
     config_lib.validate(bad)
 
 
+def test_global_vs_local_columns_are_the_right_model_on_the_right_data():
+  """With a hand-made 'local training' (a fixed rescaling per client), each column equals the
+  top eigenvalue of that model on those examples, computed directly."""
+  from fedjax_sharp.analysis import global_local
+  from fedjax_sharp.analysis import hessian as hessian_lib
+  params, apply_fn, x, y = _model()
+  loss_fn = sharpness.cross_entropy_loss(apply_fn)
+  batches_of = lambda idx: cross_entropy_batches(x[idx], y[idx], 16)
+  clients = [np.arange(0, 20), np.arange(20, 35)]
+  local_train = lambda p, m: jax.tree.map(lambda v: v * (1.5 + m), p)
+  sample = np.arange(0, len(y), 2)
+  out = global_local.global_vs_local(loss_fn, params, batches_of, clients, local_train, [0, 1],
+                                     sample, iters=200)
+  top = lambda p, idx: float(hessian_lib.top_eigenvalues(loss_fn, p, batches_of(idx), k=1,
+                                                         iters=200)[0])
+  assert out["global_on_global"] == pytest.approx(top(params, sample), rel=1e-4)
+  for m in (0, 1):
+    assert out["global_on_client"][m] == pytest.approx(top(params, clients[m]), rel=1e-4)
+    local = local_train(params, m)
+    assert out["local_on_client"][m] == pytest.approx(top(local, clients[m]), rel=1e-4)
+    assert out["local_on_global"][m] == pytest.approx(top(local, sample), rel=1e-4)
+  assert out["local_on_global_max"] == max(out["local_on_global"])
+  assert "local_on_global" not in global_local.global_vs_local(
+      loss_fn, params, batches_of, clients, local_train, [0], sample, iters=2,
+      local_on_global=False)
+
+
 def test_global_vs_local_sharpness_of_a_finished_run(tmp_path):
   from fedjax_sharp.analysis import hessian as hessian_lib
   from fedjax_sharp.training import loop, run_analysis
@@ -252,6 +279,10 @@ def test_global_vs_local_sharpness_of_a_finished_run(tmp_path):
   # The local models really trained (their curvature on the client's loss differs).
   assert out["local_on_client"] != out["global_on_client"]
   assert out["global_on_global"] > 0
+  # FedGloSS Table 1's lambda_{1,g} (the local models on the global sample) is stored too.
+  assert len(out["local_on_global"]) == 2
+  assert out["local_on_global_mean"] == pytest.approx(np.mean(out["local_on_global"]))
+  assert out["local_on_global"] != out["local_on_client"]
   # Per-client percentiles of the saved model: the reweighted accuracies computed by hand here,
   # 'trained' = the clients the run's sampler drew in its 3 rounds.
   got = run_analysis.run_clients(str(tmp_path), experiment=exp)

@@ -4,7 +4,8 @@ For a global model w and clients m: the top Hessian eigenvalue of
   - w on the global training loss (all clients' data),
   - w on each client's loss,
   - each client's LOCALLY TRAINED model w_m (local training from w on the client's data) on
-    the client's own loss.
+    the client's own loss (FedGloSS Table 1's lambda_{1,l}) and on the global loss (its
+    lambda_{1,g}; `local_on_global=False` skips it, the costliest column).
 Local flatness (small lambda of w_m) does not imply global flatness (small lambda of w on the
 global loss): the paper's argument for server-side SAM.
 
@@ -26,22 +27,28 @@ from fedjax_sharp.analysis import hessian
 def global_vs_local(loss_fn: Callable, params, batches_of: Callable[[np.ndarray], list],
                     client_indices: Sequence[np.ndarray], local_train: Callable,
                     clients: Sequence[int], global_examples: np.ndarray, iters: int = 20,
-                    key=None) -> dict:
+                    key=None, local_on_global: bool = True) -> dict:
   """{'global_on_global': float, 'global_on_client': [..], 'local_on_client': [..],
-  'clients': [..]} (top eigenvalues by power iteration, `iters` iterations).
+  'local_on_global': [..] (with `local_on_global`), 'clients': [..]} and each list's '_mean'
+  and '_max' (top eigenvalues by power iteration, `iters` iterations).
 
   batches_of(indices) -> masked batches of those training examples; `global_examples`: the
   training indices standing for the global loss (all, or a class-stratified sample).
   """
   top = lambda p, idx: float(hessian.top_eigenvalues(loss_fn, p, batches_of(idx), k=1,
                                                       iters=iters, key=key)[0])
-  out = {"clients": [int(m) for m in clients], "global_on_global": top(params, global_examples),
-         "global_on_client": [], "local_on_client": []}
+  out = {"clients": [int(m) for m in clients], "global_on_global": top(params, global_examples)}
+  lists = ["global_on_client", "local_on_client"] + (["local_on_global"] if local_on_global
+                                                      else [])
+  out.update({key_: [] for key_ in lists})
   for m in clients:
     idx = np.asarray(client_indices[m])
+    local = local_train(params, int(m))
     out["global_on_client"].append(top(params, idx))
-    out["local_on_client"].append(top(local_train(params, int(m)), idx))
-  for key_ in ("global_on_client", "local_on_client"):
+    out["local_on_client"].append(top(local, idx))
+    if local_on_global:
+      out["local_on_global"].append(top(local, global_examples))
+  for key_ in lists:
     values = np.array(out[key_])
     out[key_ + "_mean"] = float(values.mean())
     out[key_ + "_max"] = float(values.max())

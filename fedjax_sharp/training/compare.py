@@ -277,6 +277,7 @@ GEOMETRY = (
     ("global_on_global", "final_global_local", "global_on_global", False),
     ("global_on_client_mean", "final_global_local", "global_on_client_mean", False),
     ("local_on_client_mean", "final_global_local", "local_on_client_mean", False),
+    ("local_on_global_mean", "final_global_local", "local_on_global_mean", False),
     ("client_acc_p10", "final_clients", "client_acc_p10", True),
     ("client_acc_p50", "final_clients", "client_acc_p50", True),
     ("client_acc_p90", "final_clients", "client_acc_p90", True),

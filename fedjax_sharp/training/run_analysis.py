@@ -148,7 +148,8 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
 
 
 def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
-                     iters: int = 20, global_examples: int = 2000, experiment=None) -> dict:
+                     iters: int = 20, global_examples: int = 2000, local_on_global: bool = True,
+                     experiment=None) -> dict:
   """Global vs local sharpness of a run's saved model (`analysis.global_local`): the first
   `clients` clients by index (each trained locally from the model by one FedAvg round with the
   run's client optimiser, local steps and last-round learning rate), the global loss on a
@@ -191,7 +192,7 @@ def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
   out = global_local.global_vs_local(sharpness.cross_entropy_loss(exp.apply_fn), params,
                                      batches_of, exp.client_indices, local_train,
                                      list(range(min(clients, len(exp.client_indices)))),
-                                     sample, iters=iters)
+                                     sample, iters=iters, local_on_global=local_on_global)
   out.update({"iters": iters, "global_examples": int(len(sample)),
               "seconds": time.time() - t0})
   _store(run_dir, f"{model}_global_local", out)
