@@ -31,8 +31,9 @@ def main():
   parser.add_argument("--grid", type=int, default=21)
   parser.add_argument("--batch", type=int, default=500)
   parser.add_argument("--reverse_batch", type=int, default=None,
-                      help="examples per gradient / Hessian-vector product call (default: the "
-                           "library's, hessian.default_reverse_batch: 50 on CPU)")
+                      help="examples per gradient / Hessian-vector product call (default: "
+                           "hessian.default_reverse_batch: 50 on one CPU core, else whole "
+                           "batches)")
   parser.add_argument("--parts", default="lambda,trace,sam,landscape",
                       help="comma-separated subset of lambda,trace,sam,landscape")
   args = parser.parse_args()
@@ -75,7 +76,8 @@ def main():
     rows.append((f"landscape {args.grid} x {args.grid}", time.time() - t0,
                  f"centre loss {surf['loss'][args.grid // 2, args.grid // 2]:.4g}"))
   total = sum(r[1] for r in rows)
-  print(f"\nbackend {jax.default_backend()}, McMahan CNN on {name}, {len(ds.y_test[:args.examples])}"
+  examples = len(ds.y_test[:args.examples])
+  print(f"\nbackend {jax.default_backend()}, McMahan CNN on {name}, {examples}"
         f" test examples, batches of {args.batch}, reverse-mode pieces of "
         f"{hessian.default_reverse_batch(rb) or args.batch}\n")
   print("| analysis | seconds | value |")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Callable, Iterable, Sequence
 
 import jax
@@ -56,14 +57,23 @@ def default_chunk(chunk: int | None) -> int:
   return chunk or (1 if jax.default_backend() == "cpu" else 16)
 
 
+def _cpu_cores() -> int:
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # not Linux
+    return os.cpu_count() or 1
+
+
 def default_reverse_batch(size: int | None) -> int:
   """How many examples one reverse-mode call (gradient, Hessian-vector product) takes: `size` if
-  given, else 50 on CPU and 0 (whole batches) on accelerators. XLA's CPU backend computes a
-  convolution's filter gradient superlinearly in the batch: the McMahan CNN's second conv costs
-  33 ms per 50 examples in batches of 50 and 142 ms per 50 in batches of 500."""
-  if size is None:
-    return 50 if jax.default_backend() == "cpu" else 0
-  return size
+  given, else 50 on a CPU process pinned to one core and 0 (whole batches) otherwise. Measured
+  with the McMahan CNN (`benchmarks/analysis.py --parts=lambda --reverse_batch=...`, 2,000
+  examples): on one core, pieces of 50 take lambda_max from 348 to 209 s (XLA CPU's filter
+  gradient grows superlinearly with the batch: `benchmarks/conv_grad.py`); on two idle cores,
+  whole batches of 500 are faster (102 s against 116 s for pieces of 100 and 134 s for 50)."""
+  if size is not None:
+    return size
+  return 50 if jax.default_backend() == "cpu" and _cpu_cores() == 1 else 0
 
 
 def micro_batches(batches: Sequence[dict], size: int) -> list[dict]:
