@@ -267,22 +267,23 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
   return rows
 
 
-# The geometry table (issue 14): (column, the RUN/analysis.json entry and key it reads, or
-# 'hessian' for the final model's hessian.json; percent) of each final-model analysis written
-# by experiments/hessian.py and experiments/landscape.py --sharpness --clients --global_local.
+# The geometry table (issue 14): (the RUN/analysis.json entry, or 'hessian' for the final
+# model's hessian.json; the key, which names the column; percent?) of each final-model analysis
+# written by experiments/hessian.py and experiments/landscape.py --sharpness --clients
+# --global_local.
 GEOMETRY = (
-    ("lambda_max", "hessian", "lambda_max", False),
-    ("hessian_trace", "final_sharpness", "hessian_trace", False),
-    ("sam_sharpness", "final_sharpness", "sam_sharpness", False),
-    ("global_on_global", "final_global_local", "global_on_global", False),
-    ("global_on_client_mean", "final_global_local", "global_on_client_mean", False),
-    ("local_on_client_mean", "final_global_local", "local_on_client_mean", False),
-    ("local_on_global_mean", "final_global_local", "local_on_global_mean", False),
-    ("client_acc_p10", "final_clients", "client_acc_p10", True),
-    ("client_acc_p50", "final_clients", "client_acc_p50", True),
-    ("client_acc_p90", "final_clients", "client_acc_p90", True),
-    ("client_acc_worst", "final_clients", "client_acc_worst", True),
-    ("participation_gap", "final_clients", "participation_gap", True),
+    ("hessian", "lambda_max", False),
+    ("final_sharpness", "hessian_trace", False),
+    ("final_sharpness", "sam_sharpness", False),
+    ("final_global_local", "global_on_global", False),
+    ("final_global_local", "global_on_client_mean", False),
+    ("final_global_local", "local_on_client_mean", False),
+    ("final_global_local", "local_on_global_mean", False),
+    ("final_clients", "client_acc_p10", True),
+    ("final_clients", "client_acc_p50", True),
+    ("final_clients", "client_acc_p90", True),
+    ("final_clients", "client_acc_worst", True),
+    ("final_clients", "participation_gap", True),
 )
 
 
@@ -299,12 +300,13 @@ def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
   rows = []
   for name, runs in results.items():
     row = {"algorithm": name, "seeds": len(runs)}
-    for column, entry, key, _ in GEOMETRY:
-      values = [v for v in (_geometry_value(run, entry, key) for run in runs) if v is not None]
+    for entry, column, _ in GEOMETRY:
+      values = [v for v in (_geometry_value(run, entry, column) for run in runs)
+                if v is not None]
       row[f"{column}_mean"] = float(np.mean(values)) if values else None
       row[f"{column}_std"] = float(np.std(values)) if values else None
       row[f"{column}_n"] = len(values)
-    if any(row[f"{c}_n"] for c, *_ in GEOMETRY):
+    if any(row[f"{c}_n"] for _, c, _ in GEOMETRY):
       rows.append(row)
   return rows
 
@@ -312,11 +314,11 @@ def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
 def geometry_markdown(rows: list[dict]) -> str:
   """The geometry table: mean (std over seeds) per cell, '[n]' where fewer seeds than the
   algorithm's runs have that analysis, 'x' where none has; accuracies in percent."""
-  head = "| algorithm | seeds | " + " | ".join(c for c, *_ in GEOMETRY) + " |"
+  head = "| algorithm | seeds | " + " | ".join(c for _, c, _ in GEOMETRY) + " |"
   lines = [head, "|" + "---|" * (2 + len(GEOMETRY))]
   for r in rows:
     cells = []
-    for column, _, _, pct in GEOMETRY:
+    for _, column, pct in GEOMETRY:
       if not r[f"{column}_n"]:
         cells.append("x")
         continue
@@ -348,7 +350,8 @@ def plot_landscapes(results: dict[str, list[dict]], path: str, title: str = "") 
 
 def geometry_csv(rows: list[dict]) -> str:
   buf = io.StringIO()
-  fields = ["algorithm", "seeds"] + [f"{c}_{s}" for c, *_ in GEOMETRY for s in ("mean", "std", "n")]
+  fields = ["algorithm", "seeds"] + [f"{c}_{s}" for _, c, _ in GEOMETRY
+                                     for s in ("mean", "std", "n")]
   writer = csv.DictWriter(buf, fieldnames=fields)
   writer.writeheader()
   writer.writerows(rows)
