@@ -272,6 +272,14 @@ def test_final_and_average_models_lambda_max_logging_and_run_hessian(tmp_path):
   assert [("lambda_max" in r) for r in records] == [False, True, False, True]
   assert all(r["lambda_max"] > 0 for r in records if "lambda_max" in r)
   final = loop.load_params(os.path.join(run_dir, loop.FINAL_PARAMS), exp.init_params)
+  # eval.hessian_every goes through the analysis path: the last logged value is the final
+  # model's lambda_max on the first 50 test examples, computed here by the other entry point.
+  direct = exp.top_eigenvalues(final, k=1, iters=5, max_examples=50)[0]
+  assert records[-1]["lambda_max"] == pytest.approx(float(direct), rel=1e-5)
+  both = tiny_config(**{"eval.hessian_every": 2, "analysis.every": 1,
+                        "analysis.metrics": ("lambda_max",)})
+  with pytest.raises(ValueError, match="eval.hessian_every.*analysis.metrics"):
+    config_lib.validate(both)
   average = loop.load_params(os.path.join(run_dir, loop.AVERAGE_PARAMS), exp.init_params)
   # The average of the last 2 global models: rerun 3 rounds to get the third model.
   three = tiny_config(**{"rounds": 3})

@@ -190,7 +190,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.last_n = 20               # report mean/std of test accuracy over the last N rounds
   c.eval.target_accuracy = 0.0     # report the first round reaching it (0 = off)
   c.eval.average_last = 0          # > 0: also save the average of the last N global models
-  c.eval.hessian_every = 0         # > 0: log lambda_max of the global model every k rounds
+  c.eval.hessian_every = 0         # > 0: log lambda_max every k rounds (run by the analysis)
   c.eval.hessian_examples = 1000   # test examples for the logged lambda_max (0 = all)
   c.eval.hessian_iters = 20        # power iterations (FedGloSS Appendix D: 20)
 
@@ -378,6 +378,10 @@ def validate(config) -> None:
          f"must be >= 0 (0 = off), got {config.eval.get('hessian_every')}")
   _check(config.eval.get("hessian_iters", 20) >= 1, "eval.hessian_iters",
          f"must be >= 1, got {config.eval.get('hessian_iters')}")
+  _check(not (config.eval.get("hessian_every", 0) and "analysis" in config
+              and config.analysis.every and "lambda_max" in config.analysis.metrics),
+         "eval.hessian_every", "logs lambda_max, which analysis.metrics already has: set one of "
+         "the two (eval.hessian_every=0, or drop 'lambda_max' from analysis.metrics)")
   _check(config.eval.batch_size >= 1, "eval.batch_size",
          f"must be >= 1, got {config.eval.batch_size}")
   _check(isinstance(config.seed, int) and 0 <= config.seed < 2 ** 32, "seed",

@@ -349,50 +349,68 @@ def run(config, workdir: str | None = None, progress: bool = True,
 
 
 class RoundAnalysis:
-  """`config.analysis`: geometry and per-client metrics of the global model during training."""
+  """Geometry and per-client metrics of the global model during training: `config.analysis`
+  (its metrics every `analysis.every` rounds and at the last one) and `eval.hessian_every`, a
+  shorthand for lambda_max alone every k rounds on `eval.hessian_examples` test examples with
+  `eval.hessian_iters` power iterations. One code path for both."""
 
-  def __init__(self, config, exp: Experiment):
+  def __init__(self, config, exp: Experiment, schedules: list[dict]):
     from fedjax_sharp.analysis import hessian  # pylint: disable=g-import-not-at-top
     from fedjax_sharp.analysis import sharpness  # pylint: disable=g-import-not-at-top
-    self.cfg, self.exp = config.analysis, exp
-    self.metrics = tuple(self.cfg.metrics)
-    self.batches = hessian.cross_entropy_batches(
-        exp.dataset.x_test, exp.dataset.y_test, int(config.eval.batch_size),
-        exp.eval_preprocess, int(self.cfg.examples))
+    self.exp, self.schedules = exp, schedules
+    self.batches = {}  # test batches per example count
+    for sched in schedules:
+      n = int(sched["examples"])
+      if n not in self.batches:
+        self.batches[n] = hessian.cross_entropy_batches(
+            exp.dataset.x_test, exp.dataset.y_test, int(config.eval.batch_size),
+            exp.eval_preprocess, n)
     self.loss_fn = sharpness.cross_entropy_loss(exp.apply_fn)
     self.trained = np.zeros(len(exp.client_indices), bool)
 
   @classmethod
   def from_config(cls, config, exp: Experiment):
-    cfg = config.get("analysis")
-    if cfg is None or not int(cfg.every) or not tuple(cfg.metrics) or exp.dataset is None \
-        or exp.apply_fn is None:
+    """None (nothing built, traced or run) unless an analysis is configured."""
+    if exp.dataset is None or exp.apply_fn is None:
       return None
-    return cls(config, exp)
+    schedules = []
+    cfg = config.get("analysis")
+    if cfg is not None and int(cfg.every) and tuple(cfg.metrics):
+      schedules.append({"every": int(cfg.every), "metrics": tuple(cfg.metrics),
+                        "examples": int(cfg.examples), "iters": int(cfg.iters),
+                        "rho": float(cfg.rho), "trace_probes": int(cfg.trace_probes)})
+    every = int(config.eval.get("hessian_every", 0))
+    if every:
+      schedules.append({"every": every, "metrics": ("lambda_max",),
+                        "examples": int(config.eval.hessian_examples),
+                        "iters": int(config.eval.hessian_iters)})
+    return cls(config, exp, schedules) if schedules else None
 
   def observe(self, cohort) -> None:
     ids = np.asarray(cohort.client_ids)
     self.trained[ids[ids < len(self.trained)]] = True
 
-  def due(self, t: int, rounds: int) -> bool:
-    return (t + 1) % int(self.cfg.every) == 0 or t + 1 == rounds
-
-  def __call__(self, params) -> dict:
+  def __call__(self, params, t: int, rounds: int) -> dict:
+    """The metrics of every schedule due after round index `t` ({} if none is)."""
     from fedjax_sharp.analysis import clients, hessian, sharpness  # pylint: disable=g-import-not-at-top
     out = {}
-    if "lambda_max" in self.metrics:
-      out["lambda_max"] = float(hessian.top_eigenvalues(self.loss_fn, params, self.batches, k=1,
-                                                        iters=int(self.cfg.iters))[0])
-    if "hessian_trace" in self.metrics:
-      out["hessian_trace"] = sharpness.hutchinson_trace(
-          self.loss_fn, params, self.batches, num_probes=int(self.cfg.trace_probes))["trace"]
-    if "sam_sharpness" in self.metrics:
-      out["sam_sharpness"] = sharpness.sam_sharpness(self.loss_fn, params, self.batches,
-                                                     rho=float(self.cfg.rho))["sam_sharpness"]
-    if "client_percentiles" in self.metrics:
-      out.update(clients.model_client_percentiles(
-          self.exp.apply_fn, params, self.exp.dataset, self.exp.client_indices,
-          trained=self.trained, preprocess=self.exp.eval_preprocess))
+    for sched in self.schedules:
+      if (t + 1) % sched["every"] and t + 1 != rounds:
+        continue
+      metrics, batches = sched["metrics"], self.batches[sched["examples"]]
+      if "lambda_max" in metrics:
+        out["lambda_max"] = float(hessian.top_eigenvalues(self.loss_fn, params, batches, k=1,
+                                                          iters=sched["iters"])[0])
+      if "hessian_trace" in metrics:
+        out["hessian_trace"] = sharpness.hutchinson_trace(
+            self.loss_fn, params, batches, num_probes=sched["trace_probes"])["trace"]
+      if "sam_sharpness" in metrics:
+        out["sam_sharpness"] = sharpness.sam_sharpness(self.loss_fn, params, batches,
+                                                       rho=sched["rho"])["sam_sharpness"]
+      if "client_percentiles" in metrics:
+        out.update(clients.model_client_percentiles(
+            self.exp.apply_fn, params, self.exp.dataset, self.exp.client_indices,
+            trained=self.trained, preprocess=self.exp.eval_preprocess))
     return out
 
 
@@ -502,15 +520,9 @@ class RunRecorder:
     else:
       record.update({"test_loss": None, "test_accuracy": None} if exp.metric == "test_accuracy"
                     else {exp.metric: None})
-    hessian_every = int(config.eval.get("hessian_every", 0))
-    if finite and hessian_every and ((t + 1) % hessian_every == 0 or t + 1 == config.rounds):
-      record["lambda_max"] = float(exp.top_eigenvalues(
-          global_params, k=1, iters=int(config.eval.hessian_iters),
-          max_examples=int(config.eval.hessian_examples))[0])
     if self.analysis is not None and finite:
       self.analysis.observe(cohort)
-      if self.analysis.due(t, config.rounds):
-        record.update(self.analysis(global_params))
+      record.update(self.analysis(global_params, t, config.rounds))
     average_last = int(config.eval.get("average_last", 0))
     if average_last and t >= config.rounds - average_last:
       self.param_sum = (global_params if self.param_sum is None
