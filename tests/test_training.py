@@ -206,6 +206,18 @@ def test_reuse_reads_finished_runs_and_refuses_another_setting(tmp_path, monkeyp
   assert set(summary["provenance"]) >= {"git_commit", "git_dirty", "jax", "backend"}
 
 
+def test_provenance_is_the_code_at_the_start_of_the_run(tmp_path, monkeypatch):
+  """A checkout moved while a run trains must not change what its summary says produced it."""
+  calls = []
+  def fake():
+    calls.append(1)
+    return {"git_commit": "at-start" if len(calls) == 1 else "moved", "git_dirty": False}
+  monkeypatch.setattr(loop, "provenance", fake)
+  summary = loop.run(tiny_config(), str(tmp_path), progress=False)
+  assert summary["provenance"]["git_commit"] == "at-start"
+  assert json.load(open(tmp_path / "summary.json"))["provenance"]["git_commit"] == "at-start"
+
+
 def test_ablation_variant_with_gamma0_no_admm_equals_fedavg(tmp_path):
   """FedGMT with gamma = 0 and no ADMM is FedAvg: the variant machinery reaches the algorithm."""
   c = tiny_config(aggregation="uniform")

@@ -429,6 +429,9 @@ class RunRecorder:
   def __init__(self, config, workdir: str | None, exp: Experiment, build_time: float,
                progress: bool = True):
     self.config, self.workdir, self.exp, self.build_time = config, workdir, exp, build_time
+    # The code that runs is the code at the start: a checkout moved during the run must not
+    # change what the summary says produced it.
+    self.provenance = provenance()
     self.server_state, self.client_table = exp.engine.init(exp.init_params)
     self.start_round, self.bytes_total, self.records, self.writer = 0, 0, [], None
     self.train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
@@ -580,7 +583,8 @@ class RunRecorder:
         self.writer.close()
       except OSError as e:
         logging.error("closing metrics.jsonl failed: %s", e)
-    summary = _summarize_run(self.config, self.exp, self.records, self.build_time, status)
+    summary = _summarize_run(self.config, self.exp, self.records, self.build_time, status,
+                             self.provenance)
     if self.workdir:
       try:
         metrics_lib.atomic_write_json(os.path.join(self.workdir, "summary.json"), summary)
@@ -607,7 +611,7 @@ def provenance() -> dict:
 
 
 def _summarize_run(config, exp: Experiment, records: list[dict], build_time: float,
-                   status: str = "completed") -> dict:
+                   status: str = "completed", run_provenance: dict | None = None) -> dict:
   comm = exp.algorithm.communication
   summary = metrics_lib.summarize(records, config.eval.last_n, config.eval.target_accuracy,
                                   metric=exp.metric, higher_is_better=exp.higher_is_better)
@@ -622,7 +626,7 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
       "mean_round_time_s": float(np.mean(times[1:] or times)) if times else None,
       "traces": exp.engine.trace_count,
       "communication": {"down": comm.down, "up": comm.up, "model_bytes": exp.model_bytes},
-      "provenance": provenance(),
+      "provenance": run_provenance or provenance(),
   })
   if int(config.eval.get("average_last", 0)):
     # Fewer than eval.average_last when the run resumed inside that window.
