@@ -160,6 +160,7 @@ def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.n
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   if not surfaces:
     raise ValueError("save_surfaces needs at least one surface")
   every = np.concatenate([np.ravel(r["loss"]) for r in surfaces.values()])
@@ -177,6 +178,7 @@ def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.n
     ax.plot([0], [0], "r*", markersize=8)
     ax.set_title(label, fontsize=10)
     ax.set_xlabel("direction 1")
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
     if i % cols == 0:
       ax.set_ylabel("direction 2")
   line_ax = axes[len(surfaces)]
@@ -189,8 +191,11 @@ def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.n
   line_ax.legend(fontsize=8)
   for ax in axes[panels:]:
     ax.axis("off")
-  fig.colorbar(cs, ax=list(axes[:len(surfaces)]), label="loss (one scale for all, clipped at "
-               "the 95th percentile of all grids)", format="%.3g", shrink=0.9)
+  bar = fig.colorbar(cs, ax=list(axes[:len(surfaces)]), location="bottom", format="%.3g",
+                     shrink=0.8, aspect=40, label="loss, one scale for all panels (clipped at "
+                     "the 95th percentile of all grids)")
+  bar.locator = ticker.MaxNLocator(6)
+  bar.update_ticks()
   if title:
     fig.suptitle(title)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
