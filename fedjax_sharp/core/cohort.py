@@ -79,6 +79,13 @@ class CohortSampler:
     rng = np.random.default_rng([self.seed, STREAM_SAMPLING, round_idx])
     return np.sort(rng.choice(self.num_clients, self.clients_per_round, replace=False))
 
+  def sampled_mask(self, rounds: int) -> np.ndarray:
+    """bool [num_clients]: the clients drawn in any of rounds 0 .. rounds - 1."""
+    mask = np.zeros(self.num_clients, bool)
+    for t in range(rounds):
+      mask[self.sample_clients(t)] = True
+    return mask
+
   def client_plan(self, client_id: int, round_idx: int) -> tuple[np.ndarray, np.ndarray]:
     """Batches of one client for one round: (idx [S, B], mask [S, B]), real steps first."""
     ix = self.client_indices[client_id]

@@ -240,13 +240,13 @@ class RoundEngine:
       raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
     self.client_table = client_table
     self.mesh = mesh
-    if mesh is not None and execution.resolved(footprint=footprint).client_strategy == "host":
+    self.execution = execution.resolved(footprint=footprint)
+    if mesh is not None and self.execution.client_strategy == "host":
       raise ValueError("a device mesh needs a single-jit engine.client_strategy (vmap), not "
                        "'host' (the CPU's 'auto')")
     self.algorithm = algorithm
     self.algorithm_factory = algorithm_factory
     self.num_clients = int(num_clients)
-    self.execution = execution.resolved(footprint=footprint)
     # Default: uint8 images become float32; anything else (token ids, float features) passes
     # through unchanged.
     self.preprocess = preprocess or (

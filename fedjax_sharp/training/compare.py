@@ -175,14 +175,12 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
       with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
     records = metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
-    hessian_path = os.path.join(run_dir, run_analysis.HESSIAN_FILE)
-    stored = json.load(open(hessian_path)) if os.path.exists(hessian_path) else {}
+    stored = run_analysis.load_stored(run_dir, run_analysis.HESSIAN_FILE)
     if hessian is not None and "final" not in stored and not report_only:
       stored["final"] = run_analysis.run_hessian(run_dir, **hessian)
-    analysis_path = os.path.join(run_dir, run_analysis.ANALYSIS_FILE)
-    analysis = json.load(open(analysis_path)) if os.path.exists(analysis_path) else {}
     results.setdefault(name, []).append({"summary": summary, "records": records,
-                                         "hessian": stored.get("final"), "analysis": analysis,
+                                         "hessian": stored.get("final"),
+                                         "analysis": run_analysis.load_stored(run_dir),
                                          "run_dir": run_dir})
   if not results:
     raise ValueError(f"no finished run of {list(algorithms)} x seeds {list(seeds)} under "

@@ -458,8 +458,7 @@ class RunRecorder:
     # Analysis during training: None (nothing built, traced or run) unless configured.
     self.analysis = RoundAnalysis.from_config(config, exp)
     if self.analysis is not None:   # clients sampled before a resume count as trained
-      for t in range(self.start_round):
-        self.analysis.trained[exp.sampler.sample_clients(t)] = True
+      self.analysis.trained |= exp.sampler.sampled_mask(self.start_round)
     self.t0 = time.time() - (self.records[-1]["wall_time_s"] if self.records else 0.0)
 
   def _open_workdir(self):
@@ -583,8 +582,8 @@ class RunRecorder:
         self.writer.close()
       except OSError as e:
         logging.error("closing metrics.jsonl failed: %s", e)
-    summary = _summarize_run(self.config, self.exp, self.records, self.build_time, status,
-                             self.provenance)
+    summary = _summarize_run(self.config, self.exp, self.records, self.build_time,
+                             self.provenance, status)
     if self.workdir:
       try:
         metrics_lib.atomic_write_json(os.path.join(self.workdir, "summary.json"), summary)
@@ -611,7 +610,7 @@ def provenance() -> dict:
 
 
 def _summarize_run(config, exp: Experiment, records: list[dict], build_time: float,
-                   status: str = "completed", run_provenance: dict | None = None) -> dict:
+                   run_provenance: dict, status: str = "completed") -> dict:
   comm = exp.algorithm.communication
   summary = metrics_lib.summarize(records, config.eval.last_n, config.eval.target_accuracy,
                                   metric=exp.metric, higher_is_better=exp.higher_is_better)
@@ -626,7 +625,7 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
       "mean_round_time_s": float(np.mean(times[1:] or times)) if times else None,
       "traces": exp.engine.trace_count,
       "communication": {"down": comm.down, "up": comm.up, "model_bytes": exp.model_bytes},
-      "provenance": run_provenance or provenance(),
+      "provenance": run_provenance,
   })
   if int(config.eval.get("average_last", 0)):
     # Fewer than eval.average_last when the run resumed inside that window.

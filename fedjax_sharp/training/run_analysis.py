@@ -8,7 +8,6 @@ import os
 import time
 
 import ml_collections
-import numpy as np
 
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
@@ -59,15 +58,20 @@ def _batches(exp, examples: int, batch_size: int = 500):
                                exp.eval_preprocess, examples)
 
 
+def load_stored(run_dir: str, filename: str = ANALYSIS_FILE) -> dict:
+  """A run's JSON analysis file (analysis.json, hessian.json) as a dict; {} if there is none."""
+  path = os.path.join(run_dir, filename)
+  if not os.path.exists(path):
+    return {}
+  with open(path) as f:
+    return json.load(f)
+
+
 def _store(run_dir: str, key: str, value: dict, filename: str = ANALYSIS_FILE) -> None:
   """Read-modify-write of one entry of a run's JSON analysis file (atomic write)."""
-  path = os.path.join(run_dir, filename)
-  results = {}
-  if os.path.exists(path):
-    with open(path) as f:
-      results = json.load(f)
+  results = load_stored(run_dir, filename)
   results[key] = value
-  metrics_lib.atomic_write_json(path, results)
+  metrics_lib.atomic_write_json(os.path.join(run_dir, filename), results)
 
 
 def run_sharpness(run_dir: str, *, model: str = "final", rho: float = 0.05,
@@ -99,12 +103,9 @@ def run_clients(run_dir: str, *, model: str = "final", experiment=None) -> dict:
   RUN/analysis.json under '<model>_clients'."""
   from fedjax_sharp.analysis import clients  # pylint: disable=g-import-not-at-top
   exp, params = _load(run_dir, model, experiment)
-  trained = np.zeros(len(exp.client_indices), bool)
-  for t in range(int(exp.config.rounds)):
-    ids = np.asarray(exp.sampler.sample_clients(t))
-    trained[ids[ids < len(trained)]] = True
   out = clients.model_client_percentiles(exp.apply_fn, params, exp.dataset, exp.client_indices,
-                                         trained=trained, preprocess=exp.eval_preprocess)
+                                         trained=exp.sampler.sampled_mask(int(exp.config.rounds)),
+                                         preprocess=exp.eval_preprocess)
   _store(run_dir, f"{model}_clients", out)
   return out
 
