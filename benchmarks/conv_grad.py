@@ -7,6 +7,11 @@ pieces of `hessian.default_reverse_batch()` examples.
 
     python benchmarks/conv_grad.py
     python benchmarks/conv_grad.py --batches=50,500 --size=24 --cin=64 --cout=64 --pad=0
+    python benchmarks/conv_grad.py --impl=im2col     # shifted slices + one matmul instead
+
+`--impl=im2col` builds the convolution from k*k shifted slices and one matmul (its filter
+gradient is then a plain matmul); on this CPU it was no faster than XLA's convolution (BUILD_NOTES,
+"CPU convolution"). XLA flags go through the environment as usual (XLA_FLAGS=...).
 """
 from __future__ import annotations
 
@@ -28,6 +33,15 @@ def _ms(f, *args, n: int) -> float:
   return (time.perf_counter() - t0) / n * 1e3
 
 
+def _im2col_conv(x, w, pad: int):
+  """Stride-1 convolution as k*k shifted slices concatenated on channels, then one matmul."""
+  k = w.shape[0]
+  x = jnp.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+  h, wd = x.shape[1] - k + 1, x.shape[2] - k + 1
+  cols = jnp.concatenate([x[:, i:i + h, j:j + wd] for i in range(k) for j in range(k)], -1)
+  return cols @ w.reshape(-1, w.shape[-1])
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--batches", default="50,100,250,500")
@@ -37,16 +51,19 @@ def main():
   parser.add_argument("--kernel", type=int, default=5)
   parser.add_argument("--pad", type=int, default=2)
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--impl", default="lax", choices=("lax", "im2col"))
   args = parser.parse_args()
   dn = ("NHWC", "HWIO", "NHWC")
   pad = ((args.pad, args.pad), (args.pad, args.pad))
   conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), pad, dimension_numbers=dn)
+  if args.impl == "im2col":
+    conv = lambda x, w: _im2col_conv(x, w, args.pad)
   fwd = jax.jit(conv)
   filter_grad = jax.jit(lambda x, w, g: jax.vjp(lambda w: conv(x, w), w)[1](g)[0])
   rng = np.random.default_rng(0)
   k = args.kernel
   w = jnp.asarray(rng.normal(size=(k, k, args.cin, args.cout)) * 0.1, jnp.float32)
-  print(f"backend {jax.default_backend()}, conv {args.size}x{args.size}x{args.cin} -> "
+  print(f"backend {jax.default_backend()}, {args.impl}, conv {args.size}x{args.size}x{args.cin} -> "
         f"{args.cout}, {k}x{k}, pad {args.pad}\n")
   print("| batch | forward ms | filter gradient ms | forward ms per 50 | filter gradient ms per 50 |")
   print("|---|---|---|---|---|")
