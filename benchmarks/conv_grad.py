@@ -55,7 +55,8 @@ def main():
   args = parser.parse_args()
   dn = ("NHWC", "HWIO", "NHWC")
   pad = ((args.pad, args.pad), (args.pad, args.pad))
-  conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), pad, dimension_numbers=dn)
+  reference = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), pad, dimension_numbers=dn)
+  conv = reference
   if args.impl == "im2col":
     conv = lambda x, w: _im2col_conv(x, w, args.pad)
   fwd = jax.jit(conv)
@@ -69,7 +70,11 @@ def main():
   print("|---|---|---|---|---|")
   for b in (int(v) for v in args.batches.split(",")):
     x = jnp.asarray(rng.normal(size=(b, args.size, args.size, args.cin)), jnp.float32)
-    g = jnp.ones_like(conv(x, w))
+    y = conv(x, w)
+    err = float(jnp.max(jnp.abs(y - reference(x, w))) / jnp.max(jnp.abs(y)))
+    if err > 1e-4:   # a timing of a wrong convolution would be meaningless
+      raise SystemExit(f"--impl={args.impl} differs from lax.conv_general_dilated: {err:.2e}")
+    g = jnp.ones_like(y)
     f_ms = _ms(fwd, x, w, n=args.repeats)
     g_ms = _ms(filter_grad, x, w, g, n=args.repeats)
     print(f"| {b} | {f_ms:.1f} | {g_ms:.1f} | {f_ms * 50 / b:.1f} | {g_ms * 50 / b:.1f} |")

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -51,9 +53,11 @@ def test_analysis_benchmark_runs_small():
       "lambda_max", "Hessian", "SAM", "landscape", "total"]
 
 
-def test_conv_grad_benchmark_runs_small():
+@pytest.mark.parametrize("impl", ["lax", "im2col"])
+def test_conv_grad_benchmark_runs_small(impl):
   proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "conv_grad.py"),
-                         "--batches=2,4", "--size=6", "--cin=2", "--cout=3", "--repeats=1"],
+                         "--batches=2,4", "--size=6", "--cin=2", "--cout=3", "--repeats=1",
+                         f"--impl={impl}", "--pad=1"],
                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
                         timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
