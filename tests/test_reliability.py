@@ -279,6 +279,35 @@ def test_checkpoint_of_another_setting_and_corrupt_checkpoint(tmp_path):
   assert snapshot(workdir) == before
 
 
+def test_resume_without_a_checkpoint_keeps_the_replaced_rounds(tmp_path):
+  workdir = str(tmp_path / "nockpt")
+  assert cli("--config.rounds=3", workdir=workdir).returncode == 0   # no checkpoints
+  before = read_metrics(workdir)
+  assert len(before) == 3
+  out = cli("--config.rounds=4", workdir=workdir)   # resume is on: nothing to resume from
+  assert out.returncode == 0, out.stderr[-1500:]
+  assert "has no checkpoint to resume from" in out.stderr and "the 3 rounds" in out.stderr
+  with open(os.path.join(workdir, "metrics.replaced.jsonl")) as f:
+    assert [json.loads(line) for line in f] == before
+  assert [r["round"] for r in read_metrics(workdir)] == [0, 1, 2, 3]
+
+
+def test_a_checkpoint_of_the_format_before_orbax_is_refused_not_passed_over(tmp_path):
+  workdir = str(tmp_path / "legacy")
+  assert cli("--config.rounds=3", workdir=workdir).returncode == 0
+  with open(os.path.join(workdir, "checkpoint.msgpack"), "wb") as f:
+    f.write(b"\x82\xa5state")   # what versions before orbax checkpoints left
+  before = snapshot(workdir)
+  out = cli("--config.rounds=6", "--config.checkpoint_every=2", workdir=workdir)
+  assert out.returncode == 2, out.stderr[-1500:]
+  assert "checkpoint.msgpack is a checkpoint in the format of versions before orbax" in out.stderr
+  assert "over the 3 rounds in metrics.jsonl" in out.stderr
+  assert "--config.resume=False" in out.stderr and "Traceback" not in out.stderr
+  assert snapshot(workdir) == before
+  out = cli("--config.rounds=3", "--config.resume=False", workdir=workdir)   # explicit
+  assert out.returncode == 0, out.stderr[-1500:]
+
+
 def test_diverging_learning_rate_stops_with_status_diverged(tmp_path):
   workdir = str(tmp_path / "div")
   out = cli("--config.rounds=30", "--config.local.lr=1e6", workdir=workdir)

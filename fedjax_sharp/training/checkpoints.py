@@ -22,9 +22,8 @@ import orbax.checkpoint as ocp
 from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import WorkdirError
+from fedjax_sharp.training.workdir import CHECKPOINT_DIRECTORY as DIRECTORY
 from fedjax_sharp.training.workdir import mismatch_message
-
-DIRECTORY = "checkpoints"
 
 
 def fingerprint(config) -> str:

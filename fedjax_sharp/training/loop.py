@@ -472,7 +472,12 @@ class RunRecorder:
     vocabulary = getattr(exp.dataset, "vocabulary", None)
     if vocabulary is not None:  # text: the run's token ids are reproducible from this file
       data_lib.save_vocabulary(os.path.join(workdir, VOCABULARY_FILE), vocabulary)
-    metrics_path = os.path.join(workdir, "metrics.jsonl")
+    metrics_path = os.path.join(workdir, workdir_lib.METRICS)
+    if not restored and config.resume and workdir_lib.has_results(workdir):
+      rounds = workdir_lib.recorded_rounds(workdir)
+      kept = workdir_lib.keep_replaced_metrics(workdir)
+      logging.warning("%s has no checkpoint to resume from: the run starts at round 0; the %d "
+                      "rounds recorded before are kept in %s", workdir, rounds, kept)
     if restored:
       self.start_round, self.server_state, self.client_table, self.bytes_total, _ = restored
       # Keep the metrics of the checkpointed rounds only, then append.

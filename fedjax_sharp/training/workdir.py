@@ -6,7 +6,12 @@ is simply taken over; a second live run into the same workdir fails at once nami
 
 `check_setting`: before a run writes anything, the resolved config is compared with the
 workdir's `config.json` (and its checkpoint's, see `checkpoints.py`): a difference in any field
-that changes the computation is refused with the list of fields and what to do.
+that changes the computation is refused with the list of fields and what to do, and so is a
+checkpoint in the format written before orbax checkpoints (`checkpoint.msgpack`), which would
+otherwise be passed over and the run restarted at round 0 over its metrics.
+
+`keep_replaced_metrics`: a run that resumes but finds no checkpoint starts at round 0; the
+rounds recorded before are moved to `metrics.replaced.jsonl`, never overwritten unseen.
 """
 from __future__ import annotations
 
@@ -18,6 +23,10 @@ from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import WorkdirError
 
 LOCK = ".lock"
+CHECKPOINT_DIRECTORY = "checkpoints"      # orbax checkpoints (checkpoints.py)
+LEGACY_CHECKPOINT = "checkpoint.msgpack"  # the format before orbax; not readable any more
+METRICS = "metrics.jsonl"
+REPLACED_METRICS = "metrics.replaced.jsonl"
 
 
 class WorkdirLock:
@@ -69,8 +78,20 @@ def saved_config(workdir: str) -> dict | None:
 
 
 def has_results(workdir: str) -> bool:
-  path = os.path.join(workdir, "metrics.jsonl")
+  path = os.path.join(workdir, METRICS)
   return os.path.exists(path) and os.path.getsize(path) > 0
+
+
+def recorded_rounds(workdir: str) -> int:
+  with open(os.path.join(workdir, METRICS)) as f:
+    return sum(1 for line in f if line.strip())
+
+
+def keep_replaced_metrics(workdir: str) -> str:
+  """Moves the workdir's metrics.jsonl aside (replacing an older copy) and returns its path."""
+  kept = os.path.join(workdir, REPLACED_METRICS)
+  os.replace(os.path.join(workdir, METRICS), kept)
+  return kept
 
 
 def mismatch_message(workdir: str, diffs: list[str], what: str) -> str:
@@ -82,6 +103,14 @@ def check_setting(workdir: str, config) -> None:
   """Refuses to write into a workdir whose results come from another setting (resume=True)."""
   if not config.get("resume", True):
     return
+  legacy = os.path.join(workdir, LEGACY_CHECKPOINT)
+  if (os.path.exists(legacy) and has_results(workdir)
+      and not os.path.isdir(os.path.join(workdir, CHECKPOINT_DIRECTORY))):
+    raise WorkdirError(
+        f"{legacy} is a checkpoint in the format of versions before orbax checkpoints, which "
+        f"this version cannot read: resuming would start at round 0 over the "
+        f"{recorded_rounds(workdir)} rounds in {METRICS}; use another --workdir, or "
+        f"--config.resume=False to discard them and start over here")
   saved = saved_config(workdir)
   if saved is None or not has_results(workdir):
     return
