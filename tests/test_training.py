@@ -421,13 +421,18 @@ def test_geometry_table_aggregates_final_model_analyses_over_seeds(tmp_path):
   lines = table.splitlines()
   assert {line.count("|") - 1 for line in lines} == {2 + len(compare.GEOMETRY)}
   assert "| a | 2 | 5 (1) | 120 (20) |" in table
-  assert "60.00 (10.00)" in lines[2] and "10.00 (0.00) [1]" in lines[2]  # percent; 1 of 2
-  assert lines[3].startswith("| b | 2 | 2 (0) [1] | x |")
+  assert "60.00 (10.00)" in lines[2] and "10.00 [1]" in lines[2]  # percent; 1 of 2
+  assert lines[3].startswith("| b | 2 | 2 [1] | x |")   # one value: no spread shown
+  assert b["lambda_max_std"] is None
   compare.write_reports(results, str(tmp_path), 1, 0.0)
   csv_rows = (tmp_path / "geometry.csv").read_text().splitlines()
   assert csv_rows[0].startswith("algorithm,seeds,lambda_max_mean,lambda_max_std,lambda_max_n")
   assert len(csv_rows) == 3 and (tmp_path / "geometry.md").read_text() == table
   compare.write_reports({"c": results["c"]}, str(tmp_path / "none"), 1, 0.0)
+  # One seed: lambda_max without a spread over seeds in results.md / results.tex.
+  compare.write_reports({"d": [run(lam=3.0)]}, str(tmp_path / "one"), 1, 0.0)
+  assert (tmp_path / "one" / "results.md").read_text().splitlines()[2].endswith("| 3 |")
+  assert "& 3 \\\\" in (tmp_path / "one" / "results.tex").read_text()
   assert not os.path.exists(tmp_path / "none" / "geometry.md")
   assert not os.path.exists(tmp_path / "landscapes.png")         # no run has a landscape
   # landscapes.png from the first run of each algorithm that has RUN/landscape.npz.

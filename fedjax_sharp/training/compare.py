@@ -260,7 +260,8 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
         "s_per_round": s_per_round,
         "relative_time": s_per_round / base_time,
         "lambda_max_mean": float(np.mean(lams)) if lam_ok else None,
-        "lambda_max_std": float(np.std(lams)) if lam_ok else None,
+        # A spread over seeds needs two of them: one seed shows its value alone.
+        "lambda_max_std": float(np.std(lams)) if lam_ok and len(lams) > 1 else None,
     })
   return rows
 
@@ -302,7 +303,7 @@ def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
       values = [v for v in (_geometry_value(run, entry, column) for run in runs)
                 if v is not None]
       row[f"{column}_mean"] = float(np.mean(values)) if values else None
-      row[f"{column}_std"] = float(np.std(values)) if values else None
+      row[f"{column}_std"] = float(np.std(values)) if len(values) > 1 else None
       row[f"{column}_n"] = len(values)
     if any(row[f"{c}_n"] for _, c, _ in GEOMETRY):
       rows.append(row)
@@ -310,8 +311,9 @@ def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
 
 
 def geometry_markdown(rows: list[dict]) -> str:
-  """The geometry table: mean (std over seeds) per cell, '[n]' where fewer seeds than the
-  algorithm's runs have that analysis, 'x' where none has; accuracies in percent."""
+  """The geometry table: mean (std over seeds) per cell, the value alone where one seed has
+  it, '[n]' where fewer seeds than the algorithm's runs have that analysis, 'x' where none has;
+  accuracies in percent."""
   head = "| algorithm | seeds | " + " | ".join(c for _, c, _ in GEOMETRY) + " |"
   lines = [head, "|" + "---|" * (2 + len(GEOMETRY))]
   for r in rows:
@@ -320,7 +322,7 @@ def geometry_markdown(rows: list[dict]) -> str:
       if not r[f"{column}_n"]:
         cells.append("x")
         continue
-      cell = f"{_fmt(r[f'{column}_mean'], pct)} ({_fmt(r[f'{column}_std'], pct)})"
+      cell = _fmt(r[f"{column}_mean"], pct) + _spread(r[f"{column}_std"], pct)
       cells.append(cell + (f" [{r[f'{column}_n']}]" if r[f"{column}_n"] < r["seeds"] else ""))
     lines.append(f"| {r['algorithm']} | {r['seeds']} | " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
@@ -356,6 +358,13 @@ def geometry_csv(rows: list[dict]) -> str:
   return buf.getvalue()
 
 
+def _spread(std, pct=False, fmt=None) -> str:
+  """' (std)' after a mean over seeds; nothing for one seed (no spread to show)."""
+  if std is None:
+    return ""
+  return f" ({_fmt(std, pct) if fmt is None else format(std, fmt)})"
+
+
 def _fmt(v, pct=False):
   if v is None:
     return "x"
@@ -384,7 +393,7 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
     lam = ""
     if with_hessian:
       lam = (" x |" if r.get("lambda_max_mean") is None else
-             f" {r['lambda_max_mean']:.3g} ({r['lambda_max_std']:.2g}) |")
+             f" {r['lambda_max_mean']:.3g}{_spread(r['lambda_max_std'], fmt='.2g')} |")
     lines.append(
         f"| {r['algorithm']} | {r['seeds']} | {_fmt(r['acc_last_n_mean'], pct)} "
         f"({_fmt(r['acc_last_n_std'], pct)}) | {_fmt(r['final_acc'], pct)} |"
@@ -468,7 +477,8 @@ def to_latex(rows: list[dict], last_n: int) -> str:
     lam = ""
     if with_lam:
       lam = (" & --" if r.get("lambda_max_mean") is None
-             else f" & {r['lambda_max_mean']:.3g} $\\pm$ {r['lambda_max_std']:.2g}")
+             else f" & {r['lambda_max_mean']:.3g}" + (
+                 "" if r["lambda_max_std"] is None else f" $\\pm$ {r['lambda_max_std']:.2g}"))
     name = r["algorithm"].replace("_", "\\_")
     lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam} \\\\")
   lines += ["\\bottomrule", "\\end{tabular}"]
