@@ -92,7 +92,8 @@ def main():
     c, r = round_time.time_strategy(strategy, clients, steps, batch, rounds, 5, 5,
                                     shape=shape)
     rows.append((f"strategy {strategy}, FedAvg", r, c, ""))
-  cost = argparse.Namespace(clients=clients, steps=steps, batch=batch, chunk=5, unroll=5)
+  cost = argparse.Namespace(clients=clients, steps=steps, batch=batch, chunk=5, unroll=5,
+                            model="mcmahan_cnn")
   timed = {name: round_time._Timed(name, "vmap/rolled", cost, shape)  # pylint: disable=protected-access
            for name in cost_algorithms}
   times = {name: [] for name in cost_algorithms}

@@ -8,6 +8,8 @@ B = 50), SGD with momentum, on whatever backend JAX finds. Synthetic uint8 image
     python benchmarks/round_time.py --strategies=host/unrolled,vmap/rolled --rounds=3
     python benchmarks/round_time.py --algorithms=fedavg,feddyn,fedgmt,fedgmt_v2  # cost per algorithm
     python benchmarks/round_time.py --algorithms=all --input=28x28x1 --steps=10 --rounds=3
+    python benchmarks/round_time.py --model=lenet5 --input=28x28x1 --clients=5 --steps=8 \
+        --batch=64 --rounds=5 --algorithms='fedavg,fedavg[engine.micro_batch=16]'
 
 For every strategy it first times a small probe round (2 clients x 5 steps). When the probe
 predicts that the full round exceeds --budget_s, the full round is not run and the table shows
@@ -28,7 +30,7 @@ import numpy as np
 
 from fedjax_sharp.algorithms import build_algorithm
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
-from fedjax_sharp.models import get_model, init_params
+from fedjax_sharp.models import get_model, in_pieces, init_params
 from fedjax_sharp.training.config import base_config
 
 ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vmap/unrolled",
@@ -89,6 +91,8 @@ def main():
                            "'all' for every registered one, FedAvg first) with the backend's "
                            "default strategy, interleaved, relative to the first")
   parser.add_argument("--input", default="32x32x3", help="image shape, e.g. 28x28x1")
+  parser.add_argument("--model", default="mcmahan_cnn",
+                      help="model for --algorithms (strategies always time the McMahan CNN)")
   args = parser.parse_args()
   shape = tuple(int(v) for v in args.input.split("x"))
   if args.algorithms:
@@ -131,10 +135,11 @@ class _Timed:
   def __init__(self, variant: str, strategy: str, args, shape):
     from fedjax_sharp.training import compare
     client_strategy, local_loop = strategy.split("/")
-    model = get_model("mcmahan_cnn", 10)
+    model = get_model(args.model, 10)
     params = init_params(model, jax.random.key(0), shape)
-    apply_fn = lambda p, x: model.apply({"params": p}, x)
     config = compare.configure_variant(base_config(), variant, seed=0)
+    apply_fn = in_pieces(lambda p, x: model.apply({"params": p}, x),
+                         int(config.engine.micro_batch))   # e.g. 'fedavg[engine.micro_batch=16]'
     self.algorithm = build_algorithm(config, apply_fn)  # paper defaults of each block
     rng = np.random.default_rng(0)
     n = args.clients * args.steps * args.batch
@@ -172,7 +177,7 @@ def compare_algorithms(args, shape):
   unknown = sorted({compare.parse_variant(n)[0] for n in names} - set(ALGORITHMS))
   if unknown:
     raise SystemExit(f"--algorithms: {unknown} not in {sorted(ALGORITHMS)}")
-  print(f"backend: {jax.default_backend()}, strategy {strategy}, McMahan CNN {args.input}, "
+  print(f"backend: {jax.default_backend()}, strategy {strategy}, {args.model} {args.input}, "
         f"{args.clients} clients x {args.steps} steps x batch {args.batch}, "
         f"{args.rounds} interleaved repetitions\n", flush=True)
   engines = {}

@@ -64,3 +64,17 @@ def test_conv_grad_benchmark_runs_small(impl):
   rows = [line.split("|")[1].strip() for line in proc.stdout.splitlines()
           if line.startswith("| ")][1:]
   assert rows == ["2", "4"]
+
+
+def test_round_time_algorithms_with_a_model_and_micro_batches():
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "round_time.py"),
+                         "--model=lenet5", "--input=28x28x1", "--clients=2", "--steps=2",
+                         "--batch=8", "--rounds=1",
+                         "--algorithms=fedavg,fedavg[engine.micro_batch=4]"],
+                        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "lenet5 28x28x1" in proc.stdout
+  rows = [line.split()[0] for line in proc.stdout.splitlines()
+          if line.startswith("fedavg") and line.rstrip().endswith("1 / 1")]
+  assert rows == ["fedavg", "fedavg[engine.micro_batch=4]"]

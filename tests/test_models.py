@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_sharp.models import count_params, get_model, init_params, max_pool_2x2
+from fedjax_sharp.models import count_params, get_model, in_pieces, init_params, max_pool_2x2
 
 
 @pytest.mark.parametrize("name,shape,expected", [
@@ -50,3 +50,39 @@ def test_vgg11_parameter_count_by_hand():
   expected = convs + 512 * 10 + 10                      # after 5 pools: 1 x 1 x 512
   params = init_params(get_model("vgg11", 10), jax.random.key(0), (32, 32, 3))
   assert count_params(params) == expected == 9_225_610
+
+
+def test_in_pieces_is_the_same_function_on_smaller_model_calls():
+  sizes = []
+
+  def counting(apply_fn):
+    def f(p, x):
+      sizes.append(x.shape[0])
+      return apply_fn(p, x)
+    return f
+
+  model = get_model("lenet5", 10)
+  params = init_params(model, jax.random.key(0), (28, 28, 1))
+  whole = lambda p, x: model.apply({"params": p}, x)
+  pieces = in_pieces(counting(whole), 4)
+  x = jax.random.normal(jax.random.key(1), (9, 28, 28, 1))
+  y = jnp.arange(9) % 10
+  mask = jnp.array([1, 1, 1, 1, 1, 1, 1, 0, 0], jnp.float32)   # padded examples, as in training
+
+  def loss(apply_fn):
+    def f(p):
+      nll = -jax.nn.log_softmax(apply_fn(p, x))[jnp.arange(9), y]
+      return jnp.sum(mask * nll) / jnp.sum(mask)
+    return f
+
+  np.testing.assert_allclose(pieces(params, x), whole(params, x), rtol=1e-5, atol=1e-6)
+  assert sizes == [4, 4, 1]                      # consecutive pieces, the last one smaller
+  g_whole, g_pieces = jax.grad(loss(whole))(params), jax.grad(loss(pieces))(params)
+  for a, b in zip(jax.tree.leaves(g_whole), jax.tree.leaves(g_pieces)):
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+  # Swapping two pieces' logits would not be the same function: the check above would see it.
+  swapped = lambda p, x: jnp.concatenate([whole(p, x[4:8]), whole(p, x[:4]), whole(p, x[8:])])
+  assert not np.allclose(swapped(params, x), whole(params, x))
+  assert in_pieces(whole, 0) is whole and in_pieces(whole, 16)(params, x).shape == (9, 10)
+  with pytest.raises(ValueError, match=r"engine\.micro_batch"):
+    in_pieces(whole, -1)

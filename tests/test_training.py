@@ -46,6 +46,7 @@ def tiny_config(**overrides):
     ({"engine.devices": -1}, "engine.devices"),
     ({"engine.experiment_devices": 0}, "engine.experiment_devices"),
     ({"engine.client_table": "disk"}, "engine.client_table"),
+    ({"engine.micro_batch": -1}, "engine.micro_batch"),
 ])
 def test_bad_config_names_the_field(override, field):
   with pytest.raises(ValueError, match=field.replace(".", r"\.")):
@@ -357,6 +358,29 @@ def test_bfloat16_compute_keeps_float32_weights_and_tracks_float32():
   assert abs(s32["final_test_accuracy"] - s16["final_test_accuracy"]) < 0.05
   with pytest.raises(ValueError, match="model.compute_dtype"):
     registry.with_compute_dtype(lambda p, x: x, "float8")
+
+
+@pytest.mark.parametrize("strategy", ["host", "vmap"])
+def test_micro_batch_trains_the_same_run_in_pieces(tmp_path, monkeypatch, strategy):
+  # FedSAM (both SAM gradients go through the pieces), batches of 16 in pieces of 5 (5, 5, 5,
+  # 1): the same run up to float rounding, through the real engine.
+  from fedjax_sharp.models import registry
+  used = []
+  real = registry.in_pieces
+  monkeypatch.setattr(registry, "in_pieces", lambda f, piece: used.append(piece) or real(f, piece))
+  runs = {}
+  for piece in (0, 5):
+    c = tiny_config(**{"algorithm.name": "fedsam", "engine.micro_batch": piece,
+                       "engine.client_strategy": strategy})
+    workdir = str(tmp_path / f"piece{piece}")
+    loop.run(c, workdir, progress=False)
+    runs[piece] = metrics_lib.read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+  assert used == [0, 5]
+  assert len(runs[0]) == len(runs[5]) == 3
+  for a, b in zip(runs[0], runs[5]):
+    for key in ("train_loss", "test_loss"):
+      assert b[key] == pytest.approx(a[key], rel=1e-5), key
+    assert b["test_accuracy"] == pytest.approx(a["test_accuracy"], abs=1e-3)
 
 
 def test_seed_aggregation_and_reports_on_hand_made_metrics(tmp_path):

@@ -74,3 +74,28 @@ def with_compute_dtype(apply_fn: Callable, compute_dtype: str = "float32") -> Ca
   def apply_low(params, x):
     return apply_fn(jax.tree.map(cast, params), cast(x)).astype(jnp.float32)
   return apply_low
+
+
+def in_pieces(apply_fn: Callable, piece: int = 0) -> Callable:
+  """`apply_fn(params, x)` computed on consecutive pieces of at most `piece` examples whose
+  logits are concatenated (config field `engine.micro_batch`; 0 = the whole batch, unchanged).
+
+  The same function of the parameters and the batch, so losses, gradients and every algorithm
+  are unchanged up to float summation order; what changes is the size of each convolution.
+  XLA's CPU backend computes a convolution's gradients at a higher cost per example for larger
+  batches: the LeNet-5 gradient on 64 examples costs ~100 ms in pieces of 16 against ~160 ms
+  whole (`python benchmarks/round_time.py --model=lenet5 ...`, BUILD_NOTES.md). The pieces
+  are static slices, so the program holds one copy of the model per piece (compile time grows
+  with the number of pieces); a last piece may be smaller.
+  """
+  if piece < 0:
+    raise ValueError(f"engine.micro_batch={piece} must be >= 0 (0 = the whole batch)")
+  if piece == 0:
+    return apply_fn
+
+  def apply_pieces(params, x):
+    n = x.shape[0]
+    if n <= piece:
+      return apply_fn(params, x)
+    return jnp.concatenate([apply_fn(params, x[i:i + piece]) for i in range(0, n, piece)])
+  return apply_pieces

@@ -174,6 +174,8 @@ def base_config() -> ml_collections.ConfigDict:
   c.engine.unroll = 4
   c.engine.skip_padding = True       # rolled loops stop at each client's last real step
   c.engine.sort_clients = False      # order the cohort by step count (chunked_vmap buckets)
+  c.engine.micro_batch = 0           # model called on pieces of this many examples in training
+                                     # (0 = whole batches; models.registry.in_pieces)
   # Per-client state table: 'device' (dense [M, ...] updated inside jit) | 'host' (host memory,
   # the cohort's rows only reach the device; large M) | 'auto' (host above the budget).
   c.engine.client_table = "auto"
@@ -358,6 +360,9 @@ def validate(config) -> None:
   _one_of(config.engine.get("client_table", "device"), CLIENT_TABLES, "engine.client_table")
   _check(config.engine.get("devices", 1) >= 0, "engine.devices",
          f"must be >= 0 (1 = one device, 0 = all), got {config.engine.get('devices')}")
+  _check(config.engine.get("micro_batch", 0) >= 0, "engine.micro_batch",
+         f"must be >= 0 (examples per model call in training; 0 = whole batches), got "
+         f"{config.engine.get('micro_batch')}")
   _check(config.engine.get("experiment_devices", 1) >= 1, "engine.experiment_devices",
          f"must be >= 1, got {config.engine.get('experiment_devices')}")
   _check(config.eval.every >= 1, "eval.every", f"must be >= 1, got {config.eval.every}")

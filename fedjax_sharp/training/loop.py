@@ -168,7 +168,10 @@ def build_experiment(config, dataset=None) -> Experiment:
       str(config.model.get("compute_dtype", "float32")))
   params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
                                       dataset.input_shape)
-  algorithm = build_algorithm(config, apply_fn)
+  # Training calls the model in pieces of engine.micro_batch examples (same function; cheaper
+  # convolution gradients on XLA CPU); evaluation and analysis keep whole batches.
+  train_apply = model_registry.in_pieces(apply_fn, int(config.engine.get("micro_batch", 0)))
+  algorithm = build_algorithm(config, train_apply)
   preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
                                pad=int(config.data.get("augment_pad", 4)))
   execution = ExecutionConfig.from_config(config.engine)
@@ -179,7 +182,7 @@ def build_experiment(config, dataset=None) -> Experiment:
                            float(config.engine.get("client_table_budget_mb", 1024))),
                        mesh=sharding.mesh_from_config(config.engine),
                        algorithm_factory=lambda values: build_algorithm(
-                           hparams.with_values(config, values), apply_fn),
+                           hparams.with_values(config, values), train_apply),
                        footprint=Footprint.estimate(
                            params, jax.eval_shape(algorithm.client_state_init, params),
                            config.clients_per_round))
