@@ -53,6 +53,14 @@ def test_bad_config_names_the_field(override, field):
     config_lib.validate(tiny_config(**override))
 
 
+def test_micro_batch_is_refused_for_minimax_tasks():
+  c = config_lib.load_config_file(os.path.join(CONFIG_DIR, "minimax_fair_fmnist.py"))
+  config_lib.validate(c)
+  c.engine.micro_batch = 16
+  with pytest.raises(ValueError, match=r"engine\.micro_batch applies to classification only"):
+    config_lib.validate(c)
+
+
 def test_more_clients_than_examples_is_rejected():
   c = tiny_config(**{"data.num_clients": 5000, "clients_per_round": 3})
   with pytest.raises(ValueError, match=r"data\.num_clients"):

@@ -363,6 +363,9 @@ def validate(config) -> None:
   _check(config.engine.get("micro_batch", 0) >= 0, "engine.micro_batch",
          f"must be >= 0 (examples per model call in training; 0 = whole batches), got "
          f"{config.engine.get('micro_batch')}")
+  _check(config.engine.get("micro_batch", 0) == 0 or not is_minimax(config),
+         "engine.micro_batch", f"applies to classification only; task.name={task!r} builds its "
+         f"own players: set it to 0")
   _check(config.engine.get("experiment_devices", 1) >= 1, "engine.experiment_devices",
          f"must be >= 1, got {config.engine.get('experiment_devices')}")
   _check(config.eval.every >= 1, "eval.every", f"must be >= 1, got {config.eval.every}")
