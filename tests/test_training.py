@@ -450,8 +450,10 @@ def test_geometry_table_aggregates_final_model_analyses_over_seeds(tmp_path):
   assert a["local_on_client_mean_mean"] == pytest.approx(6.0)
   assert b["lambda_max_n"] == 1 and b["hessian_trace_n"] == 0
   table = compare.geometry_markdown(rows)
-  lines = table.splitlines()
+  lines, legend = table.split("\n\n")
+  lines = lines.splitlines()
   assert {line.count("|") - 1 for line in lines} == {2 + len(compare.GEOMETRY)}
+  assert legend == compare.GEOMETRY_LEGEND + "\n" and "x: no run has it" in legend
   assert "| a | 2 | 5 (1) | 120 (20) |" in table
   assert "60.00 (10.00)" in lines[2] and "10.00 [1]" in lines[2]  # percent; 1 of 2
   assert lines[3].startswith("| b | 2 | 2 [1] | x |")   # one value: no spread shown

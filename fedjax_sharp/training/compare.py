@@ -286,6 +286,12 @@ GEOMETRY = (
 )
 
 
+GEOMETRY_LEGEND = (
+    "Mean (std over seeds) of each run's final-model analysis; the value alone where one seed "
+    "has it; [n]: only n of the seeds have it; x: no run has it (participation_gap is empty "
+    "when every client was sampled at least once); client accuracies in percent.")
+
+
 def _geometry_value(run: dict, entry: str, key: str):
   source = run.get("hessian") if entry == "hessian" else (run.get("analysis") or {}).get(entry)
   value = (source or {}).get(key)
@@ -313,7 +319,7 @@ def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
 def geometry_markdown(rows: list[dict]) -> str:
   """The geometry table: mean (std over seeds) per cell, the value alone where one seed has
   it, '[n]' where fewer seeds than the algorithm's runs have that analysis, 'x' where none has;
-  accuracies in percent."""
+  accuracies in percent; GEOMETRY_LEGEND after the table says so."""
   head = "| algorithm | seeds | " + " | ".join(c for _, c, _ in GEOMETRY) + " |"
   lines = [head, "|" + "---|" * (2 + len(GEOMETRY))]
   for r in rows:
@@ -325,7 +331,7 @@ def geometry_markdown(rows: list[dict]) -> str:
       cell = _fmt(r[f"{column}_mean"], pct) + _spread(r[f"{column}_std"], pct)
       cells.append(cell + (f" [{r[f'{column}_n']}]" if r[f"{column}_n"] < r["seeds"] else ""))
     lines.append(f"| {r['algorithm']} | {r['seeds']} | " + " | ".join(cells) + " |")
-  return "\n".join(lines) + "\n"
+  return "\n".join(lines + ["", GEOMETRY_LEGEND]) + "\n"
 
 
 def plot_landscapes(results: dict[str, list[dict]], path: str, title: str = "") -> bool:
