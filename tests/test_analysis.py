@@ -186,6 +186,44 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
   assert np.load(tmp_path / "s0" / "landscape.npz")["loss"].shape == (3, 3)
 
 
+def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
+  import json
+  import subprocess
+  import sys
+  from fedjax_sharp.training import loop
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  run_dir = tmp_path / "run"
+  loop.run(_tiny_run_config(), str(run_dir), progress=False)
+
+  def analyse(*flags):
+    return subprocess.run(
+        [sys.executable, os.path.join(root, "experiments", "analyse.py"),
+         f"--workdir={run_dir}", *flags], env=dict(os.environ, PYTHONPATH=root),
+        capture_output=True, text=True, timeout=600)
+  small = ["--examples=100", "--iters=3", "--trace_probes=2", "--gl_clients=2",
+           "--gl_examples=60", "--grid=3"]
+  proc = analyse(*small, "--parts=hessian,sharpness,clients,global_local")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  stored = json.load(open(run_dir / "analysis.json"))
+  assert set(stored) == {"final_sharpness", "final_clients", "final_global_local"}
+  assert stored["final_sharpness"]["trace_probes"] == 2
+  assert stored["final_global_local"]["clients"] == [0, 1]
+  assert json.load(open(run_dir / "hessian.json"))["final"]["iters"] == 3
+  # --check: the landscape is missing, so asking for every part fails and names it.
+  proc = analyse("--check")
+  assert proc.returncode == 1 and "landscape     missing" in proc.stdout
+  assert analyse("--check", "--parts=hessian,clients").returncode == 0
+  # A second run computes only what is missing: the stored parts keep their values.
+  proc = analyse(*small[:1], "--grid=3", "--trace_probes=50")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  again = json.load(open(run_dir / "analysis.json"))
+  assert again["final_sharpness"] == stored["final_sharpness"]
+  assert again["final_landscape"]["grid"] == 3
+  assert analyse("--check").returncode == 0
+  proc = analyse("--parts=hessian,curvature")
+  assert proc.returncode != 0 and "curvature" in proc.stderr
+
+
 def _tiny_run_config(**analysis):
   from fedjax_sharp.training import config as config_lib
   c = config_lib.base_config()
