@@ -1,9 +1,10 @@
 """A file-based experiment queue: one worker per CPU core, sharing a task file.
 
-    python experiments/queue.py experiments/tasks/fmnist_hetero.txt --core=0 &
-    python experiments/queue.py experiments/tasks/fmnist_hetero.txt --core=1 &
+    python experiments/run_queue.py experiments/tasks/fmnist_hetero.txt --core=0 &
+    python experiments/run_queue.py experiments/tasks/fmnist_hetero.txt --core=1 &
+    python experiments/run_queue.py FIRST.txt SECOND.txt --core=0 &   # SECOND's tasks after FIRST's
 
-Each line of the task file that is neither empty nor a comment is `NAME COMMAND...`. A worker
+Each line of a task file that is neither empty nor a comment is `NAME COMMAND...`. A worker
 claims the first task no worker has claimed (an atomic mkdir of LOCKS/NAME), runs its command
 with `bash -c`, pinned to its core by `taskset` where that exists, logs the start, end and exit
 status, and goes on until every task is claimed. Tasks should be idempotent (compare.py
@@ -53,22 +54,30 @@ def log(message: str) -> None:
 
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("tasks", help="The task file.")
+  parser.add_argument("tasks", nargs="+", help="Task files, taken in this order.")
   parser.add_argument("--core", type=int, default=None, help="CPU core to pin the tasks to.")
   parser.add_argument("--locks", default=None,
-                      help="Lock directory (default: runs/queue/<task file name>).")
+                      help="Lock directory (default: runs/queue/<task file name>, one per file).")
   args = parser.parse_args()
-  locks = args.locks or os.path.join(
-      "runs", "queue", os.path.splitext(os.path.basename(args.tasks))[0])
+  if args.locks and len(args.tasks) > 1:
+    parser.error("--locks takes one task file (each file has its own lock directory)")
   prefix = []
   if args.core is not None and shutil.which("taskset"):
     prefix = ["taskset", "-c", str(args.core)]
+  for path in args.tasks:
+    read_tasks(path)  # a malformed file fails now, not after hours of the files before it
   failed = 0
   while True:
-    # Re-read every time: tasks can be appended while the workers run.
-    pending = [(n, c) for n, c in read_tasks(args.tasks)
-               if not os.path.exists(os.path.join(locks, n))]
-    task = next(((n, c) for n, c in pending if claim(locks, n)), None)
+    task = None
+    for path in args.tasks:
+      locks = args.locks or os.path.join(
+          "runs", "queue", os.path.splitext(os.path.basename(path))[0])
+      # Re-read every time: tasks can be appended while the workers run.
+      pending = [(n, c) for n, c in read_tasks(path)
+                 if not os.path.exists(os.path.join(locks, n))]
+      task = next(((n, c) for n, c in pending if claim(locks, n)), None)
+      if task is not None:
+        break
     if task is None:
       log(f"core {args.core}: no unclaimed task left ({failed} failed)")
       return 1 if failed else 0

@@ -1,4 +1,4 @@
-"""experiments/queue.py: every task runs once across workers, failures are recorded."""
+"""experiments/run_queue.py: every task runs once across workers, failures are recorded."""
 import os
 import subprocess
 import sys
@@ -6,7 +6,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUEUE = os.path.join(ROOT, "experiments", "queue.py")
+QUEUE = os.path.join(ROOT, "experiments", "run_queue.py")
 
 
 def _worker(tasks, locks):
@@ -43,3 +43,16 @@ def test_bad_task_files_are_refused(tmp_path):
   proc = _worker(tasks, tmp_path / "locks")
   _, err = proc.communicate(timeout=60)
   assert proc.returncode != 0 and "NAME COMMAND" in err
+
+
+def test_task_files_are_taken_in_order(tmp_path):
+  out = tmp_path / "out.txt"
+  first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+  second.write_text("".join(f"b{i} echo b{i} >> {out}\n" for i in range(2)))
+  first.write_text("".join(f"a{i} echo a{i} >> {out}\n" for i in range(2)))
+  proc = subprocess.run([sys.executable, QUEUE, str(first), str(second)], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 0, proc.stderr
+  assert out.read_text().split() == ["a0", "a1", "b0", "b1"]
+  # Each file has its own lock directory under runs/queue/.
+  assert sorted(os.listdir(tmp_path / "runs" / "queue")) == ["first", "second"]
