@@ -11,13 +11,20 @@ status, and goes on until every task is claimed. Tasks should be idempotent (com
 --reuse, analyse.py skip what is already done), so a queue restarted with an empty LOCKS
 directory finishes what was left and passes quickly over what is done. A failed task stays
 claimed with its exit status in LOCKS/NAME/rc: delete LOCKS/NAME to retry it.
+
+A worker that dies with its task (a killed session, a restarted machine) leaves a claim with no
+rc. Each claim names its worker in LOCKS/NAME/owner (host, boot id, pid); a claim with no rc
+whose worker no longer runs on this host is stale, and the next worker takes the task again
+(its command resumes from its checkpoints). Claims without an owner file are left alone.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -40,12 +47,82 @@ def read_tasks(path: str) -> list[tuple[str, str]]:
   return tasks
 
 
-def claim(locks: str, name: str) -> bool:
+def _boot_id() -> str:
   try:
-    os.makedirs(os.path.join(locks, name))
-    return True
+    with open("/proc/sys/kernel/random/boot_id") as f:
+      return f.read().strip()
+  except OSError:
+    return "unknown"
+
+
+def owner_line() -> str:
+  return f"{socket.gethostname()} {_boot_id()} {os.getpid()}\n"
+
+
+def _alive(pid: int) -> bool:
+  """Whether `pid` is a run_queue worker on this machine (a reused pid is not)."""
+  try:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+      return b"run_queue" in f.read()
+  except OSError:
+    try:
+      os.kill(pid, 0)
+    except ProcessLookupError:
+      return False
+    except PermissionError:
+      return True
+    return not os.path.isdir("/proc")  # no /proc: trust kill(0)
+
+
+def _owner(lock: str) -> str | None:
+  try:
+    with open(os.path.join(lock, "owner")) as f:
+      return f.read()
+  except OSError:
+    return None
+
+
+def stale_owner(lock: str) -> str | None:
+  """The owner line of a claim with no exit status whose worker is gone from this host (see
+  the module doc), else None."""
+  if os.path.exists(os.path.join(lock, "rc")):
+    return None
+  owner = _owner(lock)
+  fields = (owner or "").split()
+  if len(fields) != 3 or not fields[2].isdigit():
+    return None  # no owner (yet, or an old claim): leave it alone
+  host, boot, pid = fields
+  if host != socket.gethostname():
+    return None  # another machine's worker on a shared disk: not ours to judge
+  return owner if boot != _boot_id() or not _alive(int(pid)) else None
+
+
+def _write_owner(lock: str) -> None:
+  tmp = os.path.join(lock, f".owner.{os.getpid()}")
+  with open(tmp, "w") as f:
+    f.write(owner_line())
+  os.replace(tmp, os.path.join(lock, "owner"))
+
+
+def claim(locks: str, name: str) -> bool:
+  lock = os.path.join(locks, name)
+  try:
+    os.makedirs(lock)
   except FileExistsError:
-    return False
+    dead = stale_owner(lock)
+    if dead is None:
+      return False
+    # Of two workers finding the same stale claim, the one that creates the token named after
+    # the dead owner takes it (O_EXCL is atomic); the owner is then rewritten, so a later
+    # death of the new owner makes a new token.
+    token = "reclaimed." + hashlib.sha1(dead.encode()).hexdigest()[:12]
+    try:
+      os.close(os.open(os.path.join(lock, token), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+      return False
+    log(f"stale claim of {name} (its worker is gone): taking it again")
+  _write_owner(lock)
+  return True
 
 
 def log(message: str) -> None:
@@ -74,7 +151,8 @@ def main() -> int:
           "runs", "queue", os.path.splitext(os.path.basename(path))[0])
       # Re-read every time: tasks can be appended while the workers run.
       pending = [(n, c) for n, c in read_tasks(path)
-                 if not os.path.exists(os.path.join(locks, n))]
+                 if not os.path.exists(os.path.join(locks, n))
+                 or stale_owner(os.path.join(locks, n))]
       task = next(((n, c) for n, c in pending if claim(locks, n)), None)
       if task is not None:
         break

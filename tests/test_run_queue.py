@@ -56,3 +56,62 @@ def test_task_files_are_taken_in_order(tmp_path):
   assert out.read_text().split() == ["a0", "a1", "b0", "b1"]
   # Each file has its own lock directory under runs/queue/.
   assert sorted(os.listdir(tmp_path / "runs" / "queue")) == ["first", "second"]
+
+
+def _load_queue_module():
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location("run_queue_under_test", QUEUE)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_claims_of_dead_workers_are_taken_again_and_live_ones_are_not(tmp_path):
+  rq = _load_queue_module()
+  host, boot = rq.socket.gethostname(), rq._boot_id()
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()
+  live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "run_queue"])
+  try:
+    out = tmp_path / "out.txt"
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text("".join(f"t{i} echo t{i} >> {out}\n" for i in range(6)))
+    locks = tmp_path / "locks"
+    owners = {"t0": f"{host} {boot} {gone.pid}",          # this boot, worker gone
+              "t1": f"{host} another-boot {live.pid}",    # an earlier boot: gone too
+              "t2": f"{host} {boot} {live.pid}",          # still running
+              "t3": None,                                 # an old claim with no owner
+              "t4": f"{host} {boot} {gone.pid}",          # finished: has its rc
+              "t5": f"other-host {boot} {gone.pid}"}      # another machine's worker
+    for name, owner in owners.items():
+      (locks / name).mkdir(parents=True)
+      if owner:
+        (locks / name / "owner").write_text(owner + "\n")
+    (locks / "t4" / "rc").write_text("0\n")
+    proc = subprocess.run([sys.executable, QUEUE, str(tasks), f"--locks={locks}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(out.read_text().split()) == ["t0", "t1"]
+    assert "stale claim of t0" in proc.stdout and "stale claim of t1" in proc.stdout
+    for name in ("t0", "t1"):
+      assert (locks / name / "rc").read_text().strip() == "0"
+      assert (locks / name / "owner").read_text().split()[2] != str(gone.pid)
+  finally:
+    live.kill()
+    live.wait()
+
+
+def test_two_workers_racing_for_one_stale_claim_take_it_once(tmp_path, monkeypatch):
+  rq = _load_queue_module()
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()
+  dead = f"{rq.socket.gethostname()} {rq._boot_id()} {gone.pid}\n"
+  lock = tmp_path / "locks" / "t"
+  lock.mkdir(parents=True)
+  (lock / "owner").write_text(dead)
+  assert rq.stale_owner(str(lock)) == dead
+  assert rq.claim(str(tmp_path / "locks"), "t")           # worker A takes it over
+  assert (lock / "owner").read_text() == rq.owner_line()
+  # Worker B judged the claim stale from the dead owner before A rewrote it: it must lose.
+  monkeypatch.setattr(rq, "stale_owner", lambda _: dead)
+  assert not rq.claim(str(tmp_path / "locks"), "t")
