@@ -7,6 +7,7 @@ usual `0o666 & ~umask` mode (mkstemp would make them 0600).
 """
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 
@@ -36,3 +37,22 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
     if os.path.exists(tmp):
       os.unlink(tmp)
     raise
+
+
+def atomic_savefig(fig, path: str, **kwargs) -> None:
+  """Saves a matplotlib figure atomically (rendered in memory, then `atomic_write_bytes`).
+
+  Concurrent writers of the same figure (two workers refreshing one study's plots) each get
+  their own temporary file, so neither can rename the other's away.
+  """
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format=os.path.splitext(path)[1].lstrip(".") or "png", **kwargs)
+  atomic_write_bytes(path, buffer.getvalue())
+
+
+def atomic_savez(path: str, **arrays) -> None:
+  """`np.savez` through `atomic_write_bytes` (`path` should end in `.npz`)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  buffer = io.BytesIO()
+  np.savez(buffer, **arrays)
+  atomic_write_bytes(path, buffer.getvalue())

@@ -348,3 +348,54 @@ def test_a_swallowed_signal_still_stops_the_run_at_the_round_boundary(sig, expec
     with pytest.raises((KeyboardInterrupt, RunInterrupted)) as raised:
       check()
     assert type(raised.value).__name__ == expected
+
+
+def test_concurrent_figure_writes_do_not_collide(tmp_path):
+  """Two workers refreshing one study's plot at the same moment (the queue's compare.py runs
+  did): each renders to its own temporary file, so both succeed and the file is whole. A fixed
+  temporary name (`path + '.tmp.png'`) fails here, deterministically, on the second rename."""
+  import threading  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp import fileio  # pylint: disable=g-import-not-at-top
+
+  barrier = threading.Barrier(2)
+
+  class SlowFigure:
+    def __init__(self, payload):
+      self.payload = payload
+
+    def savefig(self, target, format=None, **kwargs):  # pylint: disable=redefined-builtin
+      del format, kwargs
+      barrier.wait(timeout=10)  # both writers are mid-write before either renames
+      if isinstance(target, str):
+        with open(target, "wb") as f:
+          f.write(self.payload)
+      else:
+        target.write(self.payload)
+
+  path = str(tmp_path / "accuracy.png")
+  errors = []
+
+  def write(payload):
+    try:
+      fileio.atomic_savefig(SlowFigure(payload), path, dpi=100)
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  threads = [threading.Thread(target=write, args=(p,)) for p in (b"A" * 1000, b"B" * 1000)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert not errors
+  assert open(path, "rb").read() in (b"A" * 1000, b"B" * 1000)
+  assert sorted(os.listdir(tmp_path)) == ["accuracy.png"]
+
+
+def test_atomic_savez_round_trip(tmp_path):
+  from fedjax_sharp import fileio  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / "grid.npz")
+  fileio.atomic_savez(path, loss=np.arange(6.0).reshape(2, 3), alpha=np.linspace(-1, 1, 3))
+  with np.load(path) as z:
+    np.testing.assert_array_equal(z["loss"], np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(z["alpha"], np.linspace(-1, 1, 3))
+  assert sorted(os.listdir(tmp_path)) == ["grid.npz"]

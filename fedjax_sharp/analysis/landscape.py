@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp import fileio
 from fedjax_sharp.analysis.hessian import batch_weights, default_chunk
 from fedjax_sharp.core import tree
 
@@ -121,9 +122,7 @@ def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
   npz = prefix + ".npz"
-  tmp = npz + ".tmp.npz"
-  np.savez(tmp, **{k: np.asarray(v) for k, v in result.items()})
-  os.replace(tmp, npz)
+  fileio.atomic_savez(npz, **{k: np.asarray(v) for k, v in result.items()})
   a, b = np.meshgrid(result["alpha"], result["beta"])
   loss = result["loss"]
   fig = plt.figure(figsize=(11, 4.6))
@@ -145,10 +144,8 @@ def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
     fig.suptitle(title)
   fig.tight_layout()
   png = prefix + ".png"
-  tmp = png + ".tmp.png"
-  fig.savefig(tmp, dpi=110)
+  fileio.atomic_savefig(fig, png, dpi=110)
   plt.close(fig)
-  os.replace(tmp, png)
   return png, npz
 
 
@@ -199,9 +196,8 @@ def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.n
   if title:
     fig.suptitle(title)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path + ".tmp.png", dpi=110, bbox_inches="tight")
+  fileio.atomic_savefig(fig, path, dpi=110, bbox_inches="tight")
   plt.close(fig)
-  os.replace(path + ".tmp.png", path)
   return path, levels
 
 
@@ -211,7 +207,7 @@ def save_line(result: dict, prefix: str, labels=("model A", "model B"), title: s
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-  np.savez(prefix + ".npz", **{k: np.asarray(v) for k, v in result.items()})
+  fileio.atomic_savez(prefix + ".npz", **{k: np.asarray(v) for k, v in result.items()})
   fig, ax = plt.subplots(figsize=(6.4, 4))
   ax.plot(result["t"], result["loss"], color="C0", label="loss")
   ax.set_xlabel(f"t  (0 = {labels[0]}, 1 = {labels[1]})")
@@ -230,7 +226,6 @@ def save_line(result: dict, prefix: str, labels=("model A", "model B"), title: s
     ax.set_title(title)
   fig.tight_layout()
   png = prefix + ".png"
-  fig.savefig(png + ".tmp.png", dpi=110)
+  fileio.atomic_savefig(fig, png, dpi=110)
   plt.close(fig)
-  os.replace(png + ".tmp.png", png)
   return png

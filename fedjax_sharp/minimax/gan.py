@@ -14,6 +14,7 @@ accuracy; sample grids are saved as PNG.
 """
 from __future__ import annotations
 
+import io
 import os
 from typing import Callable
 
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from fedjax_sharp import fileio
 from fedjax_sharp.core.engine import TrainData
 from fedjax_sharp.minimax import projections
 from fedjax_sharp.minimax.tasks import MinimaxTask
@@ -154,10 +156,10 @@ def save_grid(images: np.ndarray, path: str, rows: int = 8) -> None:
     r, c = divmod(i, rows)
     grid[r * (h + 2) + 1:r * (h + 2) + 1 + h, c * (w + 2) + 1:c * (w + 2) + 1 + w] = (
         images[i, :, :, 0] + 1.0) / 2.0
-  tmp = path + ".tmp.png"
+  buffer = io.BytesIO()
   Image.fromarray((np.clip(grid, 0, 1) * 255).astype(np.uint8)).resize(
-      (grid.shape[1] * 3, grid.shape[0] * 3), Image.NEAREST).save(tmp)
-  os.replace(tmp, path)
+      (grid.shape[1] * 3, grid.shape[0] * 3), Image.NEAREST).save(buffer, format="PNG")
+  fileio.atomic_write_bytes(path, buffer.getvalue())
 
 
 def gan_task(dataset, client_indices, *, cache_path: str = "", fd_samples: int = 2000,

@@ -19,6 +19,7 @@ from typing import Sequence
 from absl import logging
 import numpy as np
 
+from fedjax_sharp import fileio
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
@@ -454,9 +455,8 @@ def _save_plot(fig, ax, path: str, xlabel: str, ylabel: str, title: str, log: bo
   ax.grid(alpha=0.3)
   ax.legend()
   fig.tight_layout()
-  fig.savefig(path + ".tmp.png", dpi=120)
+  fileio.atomic_savefig(fig, path, dpi=120)
   plt.close(fig)
-  os.replace(path + ".tmp.png", path)
 
 
 def to_latex(rows: list[dict], last_n: int) -> str:
