@@ -8,7 +8,7 @@ Training calls the model on pieces of 16 examples (`engine.micro_batch`, a CPU s
 
     python experiments/compare.py --config=configs/fedgloss_fmnist.py --reuse --hessian_k=5 \
         --algorithms='fedavg,fedsam,fedsmoo,feddyn,fedgloss,fedgloss[client_optimizer=sam]' \
-        --seeds=0,1,2 --workdir=runs/fedgloss_fmnist
+        --seeds=0,1,2 --workdir=results/fedgloss_fmnist
 
 The paper's claims to check: FedGloSS(SAM) > FedSMOO > FedSAM > FedAvg in accuracy, FedGloSS
 at half FedSMOO's communication, FedGloSS the flattest (lowest lambda_max). Measured numbers:
@@ -21,6 +21,9 @@ def get_config():
   c = fedgloss_paper_config("fashion_mnist", 0.0)
   c.name = "fedgloss_fmnist_alpha0"
   c.eval.every = 25
+  # Rounds and MB to 85% test accuracy: the paper's "half FedSMOO's communication" in numbers
+  # (a report field, not part of the setting: finished runs stay reusable).
+  c.eval.target_accuracy = 0.85
   c.checkpoint_every = 100
   # The model is called on pieces of 16 examples in training (the same function): XLA's CPU
   # backend computes LeNet's convolution gradients 1.4-1.6x faster that way (BUILD_NOTES.md,
