@@ -7,9 +7,26 @@ CIFAR-10 CNN setting of the FedGMT paper on synthetic data (McMahan CNN 32x32x3,
   3. a 100-client round (vmap/rolled),
   4. a sweep: 3 seeds x 4 algorithms x --sweep_rounds rounds, each algorithm's 3 seeds as one
      compiled program (`RoundEngine.sweep_round`, own cohorts and keys per seed).
+Each row is printed as soon as it is measured.
 
     python benchmarks/accelerator.py                 # on a GPU / TPU (targets: BUILD_NOTES.md)
     python benchmarks/accelerator.py --small         # tiny shapes: runs anywhere in seconds (CI)
+
+--check, the backend smoke check: every registered algorithm (the classification registry
+`algorithms.registry.ALGORITHMS`, the minimax ones `minimax.algorithms.MINIMAX_ALGORITHMS`) for
+2 rounds under the default strategy (`ExecutionConfig()`, 'auto' resolved for this backend) and
+every other client strategy (vmap, map, chunked_vmap, host), with the engine's defaults
+(buffer donation on). One row per algorithm x strategy, printed as soon as it is measured:
+compile + first round, the second round, that round relative to the family's baseline under
+the same strategy (FedAvg; Local SGDA, FedAvg's minimax counterpart, for the minimax
+algorithms), and OK or FAILED with the exception's first line. A failure does not stop the
+check; the exit status is 1 if any row failed. Classification runs the table's CNN setting
+(--small: a linear model on 4x4x1 inputs, 4 clients x 2 steps x batch 4), minimax the
+'quadratic' test problem (every client one coefficient row, K local steps).
+
+    python benchmarks/accelerator.py --check         # every algorithm x strategy on this backend
+    python benchmarks/accelerator.py --check --small # tiny shapes (CI; ~1-2 min on 2 CPU cores)
+    python benchmarks/accelerator.py --check --algorithms=fedavg,fedsmoo --strategies=auto,vmap
 
 On a CPU without --small the rolled strategies take minutes per round (XLA CPU runs
 convolutions inside loops slowly; BUILD_NOTES.md): use benchmarks/round_time.py there.
@@ -17,6 +34,7 @@ convolutions inside loops slowly; BUILD_NOTES.md): use benchmarks/round_time.py 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import sys
@@ -36,6 +54,11 @@ from fedjax_sharp.training.config import base_config
 from fedjax_sharp.algorithms import build_algorithm
 
 STRATEGIES = ("vmap/rolled", "map/rolled", "chunked_vmap/rolled", "host/unrolled")
+# --check: 'auto' (ExecutionConfig() resolved) and every other client strategy, each with the
+# local loop it is run with (the accelerators' rolled scan; host: one unrolled step per call).
+CHECK_STRATEGIES = {"vmap": "vmap/rolled", "map": "map/rolled",
+                    "chunked_vmap": "chunked_vmap/rolled", "host": "host/unrolled"}
+CHECK_BASELINES = ("fedavg", "local_sgda")   # the relative column's reference, per family
 COST_ALGORITHMS = ("fedavg", "feddyn", "fedgmt", "fedsam", "fedgloss")
 SWEEP_ALGORITHMS = ("fedavg", "feddyn", "fedgmt", "fedsam")
 
@@ -69,12 +92,152 @@ def timed_sweep(algorithm: str, seeds, rounds: int, clients: int, steps: int, ba
   return compile_s, time.perf_counter() - t_start
 
 
-def main():
+def fast_compiles() -> None:
+  """XLA CPU code generation without LLVM's optimisations (`--xla_backend_optimization_level=0`
+  unless XLA_FLAGS sets the level): compiles ~1.5x faster, and --check --small compiles ~300
+  tiny programs whose run time means nothing. The HLO passes (buffer donation and
+  aliasing included) run as always. No effect once JAX has started its backends."""
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_backend_optimization_level" not in flags and not xla_bridge.backends_are_initialized():
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
+
+
+class _MinimaxTimed(round_time._Timed):
+  """A minimax algorithm's engine on the 'quadratic' test problem, built as experiments build
+  it (`training.loop.build_experiment`); timed like the classification ones."""
+
+  def __init__(self, name: str, strategy: str, clients: int, steps: int, chunk: int):
+    from fedjax_sharp.training import loop  # pylint: disable=g-import-not-at-top
+    client_strategy, local_loop = strategy.split("/")
+    config = base_config()
+    config.task.name = "quadratic"
+    config.task.quadratic.num_clients = clients
+    config.clients_per_round, config.aggregation, config.local.steps = clients, "uniform", steps
+    config.algorithm.name = name
+    config.engine.update(client_strategy=client_strategy, local_loop=local_loop,
+                         chunk_size=chunk)
+    exp = loop.build_experiment(config)
+    self.algorithm, self.engine, self.data = exp.algorithm, exp.engine, exp.train_data
+    self.cohort = exp.sampler.build(0)
+    self.server, self.table = self.engine.init(exp.init_params)
+    self.clients, self.t = clients, 0
+    self.compile_s = self.round()  # the first call compiles
+
+
+def check_strategies(selected: str = "") -> list[tuple[str, str]]:
+  """[(label, 'client_strategy/local_loop')] for --check: 'auto' (the default ExecutionConfig,
+  resolved by the engine for this backend), then every other client strategy; `selected`
+  (comma-separated names) picks some, including the one 'auto' resolves to."""
+  auto = ExecutionConfig().resolved()
+  default = f"{auto.client_strategy}/{auto.local_loop}"
+  every = [(f"auto ({default})", "auto/auto")] + [(spec, spec) for spec in
+                                                    CHECK_STRATEGIES.values()]
+  if not selected:
+    return [every[0]] + [(l, s) for l, s in every[1:] if s.split("/")[0] != auto.client_strategy]
+  names = [n.strip() for n in selected.split(",") if n.strip()]
+  unknown = sorted(set(names) - {"auto", *CHECK_STRATEGIES})
+  if unknown:
+    raise SystemExit(f"--strategies: {unknown} not in {['auto', *CHECK_STRATEGIES]}")
+  return [every[0]] * ("auto" in names) + [(CHECK_STRATEGIES[n],) * 2 for n in names
+                                          if n != "auto"]
+
+
+def run_check(names, strategies, make_timer, out=sys.stdout) -> list[str]:
+  """Runs `make_timer(name, strategy)` (compiles and runs round 1: `.compile_s`) and its
+  `.round()` (round 2) for every strategy x name, printing each row as soon as it is measured;
+  an exception fails its row only. Returns the failed rows' 'name (strategy)'. A row's relative
+  column divides by the round time of the first of CHECK_BASELINES of its family (`names`
+  entries are (name, family)) under the same strategy, when that was measured."""
+  print("| algorithm | strategy | compile + round 1 s | round 2 s | round 2 vs baseline | "
+        "status |", file=out)
+  print("|---|---|---|---|---|---|", file=out, flush=True)
+  failed, t0 = [], time.perf_counter()
+  seconds = lambda v, digits: "-" if v != v else f"{v:.{digits}f}"   # nan: not measured
+  for label, strategy in strategies:
+    base = {}
+    for name, family in names:
+      compile_s = round_s = float("nan")
+      timer = None
+      try:
+        timer = make_timer(name, strategy)
+        compile_s = timer.compile_s
+        round_s = timer.round()
+        status = "OK"
+      except Exception as e:  # pylint: disable=broad-except  # a failure fails its row only
+        lines = str(e).strip().splitlines()
+        status = f"FAILED: {type(e).__name__}: {lines[0] if lines else ''}"[:300]
+        failed.append(f"{name} ({label})")
+      if name in CHECK_BASELINES and status == "OK":
+        base[family] = (name, round_s)
+      ref = base.get(family)
+      relative = f"{round_s / ref[1]:.2f}x {ref[0]}" if ref and status == "OK" else "-"
+      del timer   # its engine and buffers
+      print(f"| {name} | {label} | {seconds(compile_s, 2)} | {seconds(round_s, 4)} | {relative} "
+            f"| {status.replace('|', '/')} |", file=out, flush=True)
+  rows = len(names) * len(strategies)
+  print(f"\ncheck: {rows - len(failed)} ok, {len(failed)} failed "
+        f"({time.perf_counter() - t0:.0f} s)" + (f": {', '.join(failed)}" if failed else ""),
+        file=out, flush=True)
+  return failed
+
+
+def check_main(args) -> None:
+  """--check: every registered algorithm (or --algorithms) x strategy; exits 1 on a failure."""
+  if args.small:
+    fast_compiles()
+  from fedjax_sharp.algorithms.registry import ALGORITHMS  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS  # pylint: disable=g-import-not-at-top
+  every = [(n, "classification") for n in ALGORITHMS] + [(n, "minimax")
+                                                         for n in MINIMAX_ALGORITHMS]
+  if args.algorithms:
+    wanted = [n.strip() for n in args.algorithms.split(",") if n.strip()]
+    unknown = sorted(set(wanted) - {n for n, _ in every})
+    if unknown:
+      raise SystemExit(f"--algorithms: {unknown} not in {[n for n, _ in every]}")
+    every = [(n, f) for n, f in every if n in wanted]
+  # Each family's baseline first, so that the others' rows can be relative to it.
+  names = sorted(every, key=lambda nf: (nf[1] != "classification", nf[0] not in CHECK_BASELINES))
+  strategies = check_strategies(args.strategies)
+  if args.small:
+    cost = argparse.Namespace(clients=4, steps=2, batch=4, chunk=2, unroll=2, model="linear")
+    shape, minimax_clients, minimax_steps = (4, 4, 1), 4, 2
+  else:
+    cost = argparse.Namespace(clients=10, steps=50, batch=50, chunk=5, unroll=5,
+                              model="mcmahan_cnn")
+    shape, minimax_clients, minimax_steps = (32, 32, 3), 8, 5
+
+  def make_timer(name, strategy):
+    if dict(every)[name] == "minimax":
+      return _MinimaxTimed(name, strategy, minimax_clients, minimax_steps, cost.chunk)
+    return round_time._Timed(name, strategy, cost, shape)  # pylint: disable=protected-access
+
+  donate = inspect.signature(RoundEngine).parameters["donate"].default
+  print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), jax "
+        f"{jax.__version__}; RoundEngine(donate={donate}); classification: {cost.model} "
+        f"{'x'.join(map(str, shape))}, {cost.clients} clients x {cost.steps} steps x batch "
+        f"{cost.batch}, chunk {cost.chunk}; minimax: 'quadratic', {minimax_clients} clients x "
+        f"{minimax_steps} steps{' (--small)' if args.small else ''}\n", flush=True)
+  if run_check(names, strategies, make_timer):
+    sys.exit(1)
+
+
+def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--small", action="store_true", help="tiny shapes (CI, CPU)")
   parser.add_argument("--sweep_rounds", type=int, default=500)
   parser.add_argument("--rounds", type=int, default=5, help="timed rounds per strategy")
-  args = parser.parse_args()
+  parser.add_argument("--check", action="store_true",
+                      help="instead of the table: every registered algorithm x strategy for 2 "
+                           "rounds, OK / FAILED per row; exit status 1 if any failed")
+  parser.add_argument("--algorithms", default="",
+                      help="--check: these algorithms only (comma-separated; default: all)")
+  parser.add_argument("--strategies", default="",
+                      help="--check: these of auto," + ",".join(CHECK_STRATEGIES) +
+                           " only (default: all)")
+  args = parser.parse_args(argv)
+  if args.check:
+    return check_main(args)
   strategies, cost_algorithms, sweep_algorithms = STRATEGIES, COST_ALGORITHMS, SWEEP_ALGORITHMS
   if args.small:   # every kind of row, fewer of each (compile time dominates here)
     clients, steps, batch, shape, big = 2, 2, 4, (16, 16, 3), 4
@@ -87,11 +250,16 @@ def main():
   print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), jax "
         f"{jax.__version__}; McMahan CNN {'x'.join(map(str, shape))}, {clients} clients x "
         f"{steps} steps x batch {batch} per round{' (--small)' if args.small else ''}\n")
-  rows = []
+  print("| what | s / round | compile s | note |")
+  print("|---|---|---|---|", flush=True)
+
+  def row(name, per_round, compile_s, note):
+    print(f"| {name} | {per_round:.4f} | {compile_s:.1f} | {note} |", flush=True)
+
   for strategy in strategies:
     c, r = round_time.time_strategy(strategy, clients, steps, batch, rounds, 5, 5,
                                     shape=shape)
-    rows.append((f"strategy {strategy}, FedAvg", r, c, ""))
+    row(f"strategy {strategy}, FedAvg", r, c, "")
   cost = argparse.Namespace(clients=clients, steps=steps, batch=batch, chunk=5, unroll=5,
                             model="mcmahan_cnn")
   timed = {name: round_time._Timed(name, "vmap/rolled", cost, shape)  # pylint: disable=protected-access
@@ -103,21 +271,17 @@ def main():
   base = statistics.median(times["fedavg"])
   for name in cost_algorithms:
     med = statistics.median(times[name])
-    rows.append((f"{name}, vmap/rolled", med, timed[name].compile_s, f"{med / base:.2f}x FedAvg"))
+    row(f"{name}, vmap/rolled", med, timed[name].compile_s, f"{med / base:.2f}x FedAvg")
   c, r = round_time.time_strategy("vmap/rolled", big, steps, batch, rounds, 5, 5, shape=shape)
-  rows.append((f"{big} clients per round, vmap/rolled, FedAvg", r, c, ""))
+  row(f"{big} clients per round, vmap/rolled, FedAvg", r, c, "")
   total = 0.0
   for name in sweep_algorithms:
     c, s = timed_sweep(name, (0, 1, 2), sweep_rounds, clients, steps, batch, shape)
     total += s
-    rows.append((f"sweep {name}: 3 seeds x {sweep_rounds} rounds, one program", s / sweep_rounds,
-                 c, f"{s:.1f} s in all"))
-  rows.append((f"sweep 3 seeds x {len(sweep_algorithms)} algorithms x {sweep_rounds} rounds",
-               float("nan"), float("nan"), f"{total:.1f} s ({total / 60:.2f} min)"))
-  print("| what | s / round | compile s | note |")
-  print("|---|---|---|---|")
-  for name, per_round, compile_s, note in rows:
-    print(f"| {name} | {per_round:.4f} | {compile_s:.1f} | {note} |")
+    row(f"sweep {name}: 3 seeds x {sweep_rounds} rounds, one program", s / sweep_rounds, c,
+        f"{s:.1f} s in all")
+  row(f"sweep 3 seeds x {len(sweep_algorithms)} algorithms x {sweep_rounds} rounds",
+      float("nan"), float("nan"), f"{total:.1f} s ({total / 60:.2f} min)")
 
 
 if __name__ == "__main__":

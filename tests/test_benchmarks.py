@@ -78,3 +78,74 @@ def test_round_time_algorithms_with_a_model_and_micro_batches():
   rows = [line.split()[0] for line in proc.stdout.splitlines()
           if line.startswith("fedavg") and line.rstrip().endswith("1 / 1")]
   assert rows == ["fedavg", "fedavg[engine.micro_batch=4]"]
+
+
+def _check_rows(stdout):
+  """{(algorithm, strategy): status} of `accelerator.py --check`'s table."""
+  rows = [[c.strip() for c in line.split("|")[1:-1]] for line in stdout.splitlines()
+          if line.startswith("| ") and not line.startswith("| algorithm")]
+  return {(r[0], r[1]): r[-1] for r in rows}
+
+
+def test_accelerator_check_small_runs_every_algorithm():
+  """The backend smoke check CI runs: every registered algorithm (classification and minimax)
+  x every strategy for 2 rounds with buffer donation on, each row OK."""
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
+  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
+                         "--check", "--small"], env=dict(os.environ, PYTHONPATH=ROOT),
+                        capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "RoundEngine(donate=True)" in proc.stdout
+  rows = _check_rows(proc.stdout)
+  strategies = sorted({s for _, s in rows})   # 'auto (...)' and the 3 other client strategies
+  assert len(strategies) == 4 and sum(s.startswith("auto (") for s in strategies) == 1, strategies
+  for name in [*ALGORITHMS, *MINIMAX_ALGORITHMS]:
+    for strategy in strategies:
+      assert rows.get((name, strategy)) == "OK", (name, strategy, rows.get((name, strategy)))
+  assert f"check: {len(rows)} ok, 0 failed (" in proc.stdout
+
+
+# FedProx deliberately broken (its local step raises while the round is traced), through the
+# benchmarks' own `build_algorithm`, so that the test does not depend on how algorithms register.
+_BROKEN = """
+import dataclasses
+import sys
+sys.path.insert(0, {bench!r})
+import accelerator
+import round_time
+
+
+def local_step(*args):
+  raise RuntimeError("deliberately broken\\nsecond line")
+
+
+def build_algorithm(config, apply_fn, real=round_time.build_algorithm):
+  algorithm = real(config, apply_fn)
+  if config.algorithm.name == "fedprox":
+    algorithm = dataclasses.replace(algorithm, local_step=local_step)
+  return algorithm
+
+
+round_time.build_algorithm = build_algorithm
+accelerator.main(["--check", "--small", "--strategies=vmap",
+                  "--algorithms=local_sgda,fedprox,fedavg"])
+"""
+
+
+def test_accelerator_check_names_a_failing_algorithm_and_goes_on():
+  """A deliberately broken algorithm fails its row, the rows after it still run, and the check
+  exits 1 naming it."""
+  proc = subprocess.run([sys.executable, "-c",
+                         _BROKEN.format(bench=os.path.join(ROOT, "benchmarks"))],
+                        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+  rows = _check_rows(proc.stdout)
+  assert list(rows) == [("fedavg", "vmap/rolled"), ("fedprox", "vmap/rolled"),
+                        ("local_sgda", "vmap/rolled")]   # each family's baseline first
+  assert rows[("fedprox", "vmap/rolled")] == "FAILED: RuntimeError: deliberately broken"
+  assert rows[("fedavg", "vmap/rolled")] == rows[("local_sgda", "vmap/rolled")] == "OK"
+  summary = [line for line in proc.stdout.splitlines() if line.startswith("check: ")]
+  assert summary[0].startswith("check: 2 ok, 1 failed (")
+  assert summary[0].endswith("): fedprox (vmap/rolled)")

@@ -200,13 +200,13 @@ def test_local_sgda_plus_uses_the_snapshot_for_y_and_refreshes_it():
   engine = RoundEngine(alg, 8, VMAP, preprocess=task.preprocess)
   sampler = CohortSampler(task.client_indices, 8, 1, local_steps=2, seed=0)
   server, table = engine.init(task.init_params(None))
-  x0 = server.params["x"]
+  x0 = np.array(server.params["x"])   # copies: the round donates (deletes) the state's arrays
   snaps = []
   for t in range(4):
     server, table, _ = engine.round(server, table, task.train_data, sampler.build(t),
                                     RoundInfo(jnp.int32(t), jnp.float32(0.0), 8),
                                     jax.random.key(0))
-    snaps.append(server.snapshot)
+    snaps.append(np.array(server.snapshot))
   np.testing.assert_array_equal(snaps[0], x0)            # rounds 0, 1: still x_0
   np.testing.assert_array_equal(snaps[1], x0)
   assert not np.allclose(snaps[2], x0)                   # refreshed after round 2 (every 3)

@@ -76,8 +76,8 @@ def fed_smoo(apply_fn: common.ApplyFn, client_optimizer, alpha: float = DEFAULTS
   loss_fn = common.cross_entropy_loss(apply_fn)
 
   def server_init(params):
-    zeros = tree.zeros_like(params)
-    return FedSMOOServerState(params=params, h=zeros, s=zeros)
+    # Each leaf its own array: the round donates the server state (core.donation).
+    return FedSMOOServerState(params=params, h=tree.zeros_like(params), s=tree.zeros_like(params))
 
   def client_state_init(params):
     return FedSMOOClientState(h=tree.zeros_like(params), mu=tree.zeros_like(params))

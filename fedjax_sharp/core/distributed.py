@@ -4,7 +4,8 @@ Every process runs the same program on the same config: the partition, cohorts a
 seeded, so they agree without communication. `jax.distributed.initialize` joins the processes;
 `jax.devices()` then lists every process's devices and the engine's mesh (`engine.devices=0`:
 all of them) spans the hosts, the cohort's clients split across it (`core.sharding`). Process 0
-writes the run directory; the others run with no workdir.
+writes the run directory (config, metrics, summary, final models); the others write none of it
+but save and restore its checkpoints with process 0.
 
     # on each of N hosts (or N processes on one machine), the same command with its own id:
     python experiments/run.py --config=configs/fashion_mnist_cnn.py --workdir=runs/mh \\
@@ -13,9 +14,17 @@ writes the run directory; the others run with no workdir.
 
 On CPU the processes exchange through gloo (`jax_cpu_collectives_implementation`), which is how
 the tests run two processes of two simulated devices each on one machine
-(`tests/test_distributed.py`). Checkpoints are not written by multi-process runs yet (the
-client-state table is split across processes; gathering it is future work): such a run refuses
-`checkpoint_every > 0` with that reason.
+(`tests/test_distributed.py`).
+
+Checkpoints (`checkpoint_every > 0`) survive preemption: every process calls orbax's save and
+restore together on `<workdir>/checkpoints/` (`training.checkpoints`), which must be a
+filesystem all hosts share. The client table, a global `jax.Array` split by row blocks across
+the processes, is written by its owners, each process its own rows; the replicated server state
+once, the meta by process 0. After a kill, rerun the same command on every host: all processes
+resume from the round process 0's newest complete checkpoint holds. The checkpoint records the
+process count; resuming it with another `--num_processes` is refused (a one-line `WorkdirError`,
+exit 2) naming both counts. A host-held client table (`engine.client_table='host'`) is refused
+by multi-process runs.
 """
 from __future__ import annotations
 

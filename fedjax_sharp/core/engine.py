@@ -34,8 +34,8 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
-from fedjax_sharp.core import sharding, tree
-from fedjax_sharp.core.client_table import HostClientTable
+from fedjax_sharp.core import donation, sharding, tree
+from fedjax_sharp.core.client_table import HostClientTable, device_memory
 from fedjax_sharp.core.algorithm import ClientInfo, FederatedAlgorithm, RoundInfo
 
 CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host")
@@ -151,12 +151,8 @@ class Footprint:
     nbytes = lambda t: int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize
                                for x in jax.tree.leaves(t)))
     device = device or jax.local_devices()[0]
-    try:
-      stats = device.memory_stats() or {}
-    except Exception:  # pylint: disable=broad-except  # backends without memory stats
-      stats = {}
-    return Footprint(int(clients), 4 * nbytes(params) + nbytes(client_row),
-                     stats.get("bytes_limit"))
+    memory = device_memory(device)[0] if device.platform != "cpu" else None
+    return Footprint(int(clients), 4 * nbytes(params) + nbytes(client_row), memory)
 
 
 @flax.struct.dataclass
@@ -215,7 +211,9 @@ class RoundEngine:
     preprocess: `(x_batch, key) -> model input` applied to every gathered batch inside jit
       (normalisation, augmentation). Default: uint8 images cast to float32, other inputs (e.g.
       int32 token ids) unchanged.
-    donate: donate server state and client table buffers (ignored on CPU).
+    donate: donate the server state and client table buffers to the round (default, on every
+      backend: the CPU runs the program an accelerator runs; JAX's CPU backend donates too).
+      `donate=False` keeps the inputs alive (e.g. to run two engines from one state).
     client_table: 'device' (a dense [M, ...] pytree updated inside jit) | 'host' (a
       `HostClientTable`: the cohort's rows only reach the device; for large M).
     mesh: a `jax.sharding.Mesh` with axes 'clients' (and 'experiments' for sweeps) from
@@ -252,7 +250,8 @@ class RoundEngine:
     self.preprocess = preprocess or (
         lambda x, key: x.astype(jnp.float32) if x.dtype == jnp.uint8 else x)
     self.trace_counts = collections.Counter()
-    donated = (0, 1) if (donate and jax.default_backend() != "cpu") else ()
+    self.donate = bool(donate)
+    donated = (0, 1) if self.donate else ()
     self._jit_round = jax.jit(self._counted("round", self._round), donate_argnums=donated)
     # The pieces of the 'host' strategy.
     self._jit_prepare = jax.jit(self._counted("prepare", self._prepare))
@@ -276,15 +275,29 @@ class RoundEngine:
 
   def init(self, params):
     """Returns (server_state, client_table) for initial global parameters. The table is a
-    dense device pytree, or a `HostClientTable` with `client_table='host'`."""
+    dense device pytree, or a `HostClientTable` with `client_table='host'`. No two leaves of
+    the result share a buffer, nor does any leaf share one with `params` (`unalias`), so the
+    round can donate them and `params` survives the first round."""
     server_state = self.algorithm.server_init(params)
     row = self.algorithm.client_state_init(params)
     if self.client_table == "host":
-      return server_state, HostClientTable(row, self.num_clients)
-    table = tile_client_state(row, self.num_clients)
-    if self.mesh is not None:   # whole row blocks per device (unused rows appended)
-      table = sharding.pad_table(table, sharding.axis_size(self.mesh, sharding.CLIENTS))
-    return server_state, table
+      table = HostClientTable(row, self.num_clients)
+    else:
+      table = tile_client_state(row, self.num_clients)
+      if self.mesh is not None:   # whole row blocks per device (unused rows appended)
+        table = sharding.pad_table(table, sharding.axis_size(self.mesh, sharding.CLIENTS))
+    return self.unalias(server_state, table, reserved=params)
+
+  def unalias(self, server_state, client_table, reserved=()):
+    """(server_state, client_table) with every leaf that shares a device buffer with another,
+    or with `reserved`, replaced by a copy: what the donating round needs (`core.donation`).
+    Called by `init`; call it on a state built or restored by other means (the training loop
+    does after a checkpoint restore). A host-held table's rows are NumPy: never donated."""
+    host = isinstance(client_table, HostClientTable)
+    state = donation.unalias({"server_state": server_state,
+                              "client_table": None if host else client_table},
+                             f"algorithm {self.algorithm.name!r}", reserved)
+    return state["server_state"], client_table if host else state["client_table"]
 
   def _shard(self, server_state, client_table, data, cohort, experiments: bool = False):
     """Places a round's inputs on the mesh (no-op without one); see `core.sharding`."""

@@ -13,9 +13,9 @@ experiments split along 'experiments' the same way. The computation is the unsha
 divide the axis is padded with padding clients (weight 0, never scattered) / unused rows.
 
 One device (no mesh) is the default; `engine.devices` / `engine.experiment_devices` build the
-mesh from a config. Several hosts are not wired yet: the mesh would be built over all hosts'
-`jax.devices()` after `jax.distributed.initialize()`, but the training loop still writes its
-run directory from every process (BUILD_NOTES.md, known gaps).
+mesh from a config. Several hosts: after `jax.distributed.initialize()` (`core.distributed`)
+the mesh spans every process's `jax.devices()`; process 0 writes the run directory and every
+process writes its own rows of the client table into the checkpoints.
 """
 from __future__ import annotations
 

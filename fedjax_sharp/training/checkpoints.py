@@ -8,6 +8,17 @@ only on (seed, round), so a resumed run equals an uninterrupted one (tested with
 On resume the saved config is compared with the current one: any difference in a field that
 changes the computation (`config.SETTING_FIELDS`, `algorithm.name` and its block) is refused
 with the list of fields; `rounds` may grow (extending a finished run).
+
+Multi-process runs (`core.distributed`): every process calls `save` and `restore` together on
+the same directory (a filesystem all hosts share). A global `jax.Array` split across the
+processes (the client table on the mesh) is written by its owners, each process its own row
+blocks; everything else (host data, arrays every process holds whole) once. Restore reads a
+leaf whose template is a global array into that array's sharding (each process its own shards);
+any other leaf (the engine's `init` state is one process's arrays) as a host array, which the
+round then places on the mesh as it places a fresh state (a committed one-device array cannot
+be moved across processes). Every process resumes from the step process 0 sees, and a
+checkpoint of another process count is refused (`process_count` in the meta: the row blocks and
+the mesh belong to that count).
 """
 from __future__ import annotations
 
@@ -17,6 +28,8 @@ import os
 import warnings
 
 import jax
+from jax.experimental import multihost_utils
+import numpy as np
 import orbax.checkpoint as ocp
 
 from fedjax_sharp.core.client_table import HostClientTable
@@ -52,12 +65,28 @@ def latest_round(workdir: str) -> int | None:
   return max(steps) if steps else None
 
 
+def _global_or_host(x):
+  """A multi-process leaf as orbax writes it: a global array split across processes stays one
+  (each process writes its shards); anything this process holds whole becomes host data."""
+  if isinstance(x, jax.Array) and not x.is_fully_addressable:
+    return x
+  return jax.device_get(x)
+
+
 def save(workdir: str, config, next_round: int, server_state, client_table, bytes_total: int,
          keep: int = 2) -> None:
+  """Writes the checkpoint of round `next_round`. Multi-process: every process calls it with
+  the same `workdir`."""
   host = isinstance(client_table, HostClientTable)
-  clients = client_table.to_checkpoint() if host else jax.device_get(client_table)
-  state = {"server": jax.device_get(server_state), "clients": clients}
+  if jax.process_count() > 1:   # the client table cannot be gathered onto one host
+    clients = jax.tree.map(_global_or_host, client_table)
+    server = jax.tree.map(_global_or_host, server_state)
+  else:
+    clients = client_table.to_checkpoint() if host else jax.device_get(client_table)
+    server = jax.device_get(server_state)
+  state = {"server": server, "clients": clients}
   meta = {"next_round": int(next_round), "bytes_total": int(bytes_total),
+          "process_count": jax.process_count(),
           "fingerprint": fingerprint(config),
           "config": json.loads(config.to_json_best_effort()),
           # A host-held table stores its touched rows only: their count shapes the restore.
@@ -68,11 +97,34 @@ def save(workdir: str, config, next_round: int, server_state, client_table, byte
         state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)), force=True)
 
 
+def _restore_args(template):
+  """Orbax restore arguments for `template`: its own shardings in a single-process run; in a
+  multi-process one, global arrays keep theirs and every other leaf comes back to the host."""
+  if jax.process_count() == 1:
+    return ocp.checkpoint_utils.construct_restore_args(template)
+
+  def arg(x):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+      return ocp.ArrayRestoreArgs(sharding=x.sharding, global_shape=x.shape, dtype=x.dtype)
+    return ocp.RestoreArgs(restore_type=np.ndarray)
+  return jax.tree.map(arg, template)
+
+
+def _agreed_step(step: int | None) -> int | None:
+  """Process 0's newest step on every process (a shared filesystem may show the processes
+  different listings for a while; they must all restore the same round)."""
+  if jax.process_count() == 1:
+    return step
+  agreed = int(multihost_utils.broadcast_one_to_all(np.int32(-1 if step is None else step)))
+  return None if agreed < 0 else agreed
+
+
 def restore(workdir: str, config, server_state, client_table):
   """Returns (next_round, server_state, client_table, bytes_total, meta) of the newest
   checkpoint, or None when there is none. Raises WorkdirError naming the differing fields when
-  the checkpoint comes from another setting, and when it cannot be read."""
-  step = latest_round(workdir)
+  the checkpoint comes from another setting or another process count, and when it cannot be
+  read. Multi-process: every process calls it with the same `workdir`."""
+  step = _agreed_step(latest_round(workdir))
   if step is None:
     return None
   path = os.path.join(workdir, DIRECTORY, str(step))
@@ -84,6 +136,12 @@ def restore(workdir: str, config, server_state, client_table):
       diffs = config_lib.setting_differences(meta.get("config", {}), config, allow=("rounds",))
       if diffs:
         raise WorkdirError(mismatch_message(workdir, diffs, "a checkpoint"))
+      saved_processes = int(meta.get("process_count", 1))
+      if saved_processes != jax.process_count():
+        raise WorkdirError(
+            f"{path} was written by {saved_processes} process(es) but this run has "
+            f"{jax.process_count()}: resume with --num_processes={saved_processes}, or use "
+            f"another --workdir")
       if meta["next_round"] > config.rounds:
         raise WorkdirError(f"{path} is at round {meta['next_round']}, beyond rounds="
                            f"{config.rounds}; raise --config.rounds or use another --workdir")
@@ -97,7 +155,7 @@ def restore(workdir: str, config, server_state, client_table):
                   "clients": (client_table.checkpoint_template(meta["client_rows"]) if host
                               else client_table)}
       state = manager.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-          item=template, restore_args=ocp.checkpoint_utils.construct_restore_args(template))))
+          item=template, restore_args=_restore_args(template))))
   except WorkdirError:
     raise
   except Exception as e:  # pylint: disable=broad-except

@@ -179,7 +179,9 @@ def base_config() -> ml_collections.ConfigDict:
   # Per-client state table: 'device' (dense [M, ...] updated inside jit) | 'host' (host memory,
   # the cohort's rows only reach the device; large M) | 'auto' (host above the budget).
   c.engine.client_table = "auto"
-  c.engine.client_table_budget_mb = 1024.0
+  # 'auto''s budget for the dense table: 0 = a quarter of the device's memory (the GPU's/TPU's
+  # bytes_limit; on a CPU the host's available memory); > 0: this many MiB.
+  c.engine.client_table_budget_mb = 0.0
   # Device mesh (core/sharding.py): the cohort and client table split by client over
   # `devices` devices (1 = one device, 0 = all); sweeps split experiments over
   # `experiment_devices`. Needs a single-jit client_strategy (vmap).
@@ -357,7 +359,10 @@ def validate(config) -> None:
   _one_of(config.engine.client_strategy, CLIENT_STRATEGIES, "engine.client_strategy")
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
   _one_of(config.model.get("compute_dtype", "float32"), COMPUTE_DTYPES, "model.compute_dtype")
-  _one_of(config.engine.get("client_table", "device"), CLIENT_TABLES, "engine.client_table")
+  _one_of(config.engine.get("client_table", "auto"), CLIENT_TABLES, "engine.client_table")
+  _check(config.engine.get("client_table_budget_mb", 0) >= 0, "engine.client_table_budget_mb",
+         f"must be >= 0 (0 = a quarter of the device's memory), got "
+         f"{config.engine.get('client_table_budget_mb')}")
   _check(config.engine.get("devices", 1) >= 0, "engine.devices",
          f"must be >= 0 (1 = one device, 0 = all), got {config.engine.get('devices')}")
   _check(config.engine.get("micro_batch", 0) >= 0, "engine.micro_batch",

@@ -177,9 +177,12 @@ def build_experiment(config, dataset=None) -> Experiment:
   execution = ExecutionConfig.from_config(config.engine)
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table_lib.resolve(
-                           str(config.engine.get("client_table", "device")), algorithm, params,
+                           # A multi-process mesh holds the table on its devices.
+                           "device" if (distributed.is_multiprocess() and
+                                        config.engine.get("client_table", "auto") == "auto")
+                           else str(config.engine.get("client_table", "auto")), algorithm, params,
                            len(client_indices),
-                           float(config.engine.get("client_table_budget_mb", 1024))),
+                           float(config.engine.get("client_table_budget_mb", 0.0))),
                        mesh=sharding.mesh_from_config(config.engine),
                        algorithm_factory=lambda values: build_algorithm(
                            hparams.with_values(config, values), train_apply),
@@ -295,11 +298,6 @@ def signals_as_interrupt():
 
 def check_multiprocess(config) -> None:
   """Refuses, naming the field, what multi-process runs (`core.distributed`) do not support."""
-  if config.checkpoint_every:
-    raise ValueError(f"checkpoint_every={config.checkpoint_every}: multi-process runs "
-                     "(jax.distributed, --num_processes > 1) write no checkpoints yet (the "
-                     "client-state table is split across the processes); set "
-                     "--config.checkpoint_every=0")
   if str(config.engine.get("client_table", "device")) == "host":
     raise ValueError("engine.client_table='host': multi-process runs keep the client table on "
                      "the devices of the mesh; use 'device' (or 'auto')")
@@ -316,19 +314,22 @@ def run(config, workdir: str | None = None, progress: bool = True,
   whose "status" says what it is ('completed', 'interrupted', 'diverged', 'failed').
 
   In a multi-process run (`core.distributed`) every process calls `run` with the same config;
-  only process 0 writes `workdir` (the others run without one).
+  only process 0 writes `workdir` (the others run without one), and all of them save and
+  restore its checkpoints together (`training.checkpoints`).
   """
+  checkpoint_workdir = workdir
   if distributed.is_multiprocess():
     check_multiprocess(config)
     if workdir and not distributed.writes_files():
-      workdir = None       # process 0 writes the run directory
+      workdir = None       # process 0 writes the run directory; all write the checkpoints
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
   with lock:
     if workdir:
       workdir_lib.check_setting(workdir, config)
     t_build = time.time()
     exp = experiment or build_experiment(config)
-    r = RunRecorder(config, workdir, exp, time.time() - t_build, progress)
+    r = RunRecorder(config, workdir, exp, time.time() - t_build, progress,
+                    checkpoint_workdir=checkpoint_workdir)
     status = "failed"
     try:
       with signals_as_interrupt() as check_signals:
@@ -427,10 +428,14 @@ class RunRecorder:
   starts (restored from the checkpoint when there is one); `record_round` takes each round's
   result (and raises DivergedError on a non-finite round when `training.on_nonfinite='stop'`);
   `close(status)` writes the summary and returns it.
+
+  `checkpoint_workdir` (default `workdir`): the run directory whose checkpoints this recorder
+  saves and restores. A multi-process run's processes other than 0 write no `workdir` but
+  pass process 0's here: orbax saves and restores with every process (`training.checkpoints`).
   """
 
   def __init__(self, config, workdir: str | None, exp: Experiment, build_time: float,
-               progress: bool = True):
+               progress: bool = True, checkpoint_workdir: str | None = None):
     self.config, self.workdir, self.exp, self.build_time = config, workdir, exp, build_time
     # The code that runs is the code at the start: a checkout moved during the run must not
     # change what the summary says produced it.
@@ -438,8 +443,11 @@ class RunRecorder:
     self.server_state, self.client_table = exp.engine.init(exp.init_params)
     self.start_round, self.bytes_total, self.records, self.writer = 0, 0, [], None
     self.train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
+    self.checkpoint_workdir = workdir or checkpoint_workdir
     if workdir:
       self._open_workdir()
+    elif self.checkpoint_workdir:   # a multi-process run's other processes: checkpoints only
+      self._restore()
     logging.info("%s: %s on %s, %d clients, %d per round, cohort shape (C, S, B) = %s, "
                  "%d parameters, engine %s, %s", config.name, exp.algorithm.name,
                  (f"{config.data.source}/{config.data.name} ({config.data.partition})"
@@ -464,10 +472,24 @@ class RunRecorder:
       self.analysis.trained |= exp.sampler.sampled_mask(self.start_round)
     self.t0 = time.time() - (self.records[-1]["wall_time_s"] if self.records else 0.0)
 
+  def _restore(self) -> bool:
+    """Restores the newest checkpoint of `checkpoint_workdir` (with `resume`): the state, the
+    next round and the bytes counter. Returns whether there was one."""
+    if not self.config.resume:
+      return False
+    restored = checkpoints.restore(self.checkpoint_workdir, self.config, self.server_state,
+                                   self.client_table)
+    if not restored:
+      return False
+    self.start_round, self.server_state, self.client_table, self.bytes_total, _ = restored
+    # Restored leaves must not share buffers either: the next round donates them.
+    self.server_state, self.client_table = self.exp.engine.unalias(self.server_state,
+                                                                   self.client_table)
+    return True
+
   def _open_workdir(self):
     config, workdir, exp = self.config, self.workdir, self.exp
-    restored = (checkpoints.restore(workdir, config, self.server_state, self.client_table)
-                if config.resume else None)
+    restored = self._restore()
     if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
       shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
     metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
@@ -482,7 +504,6 @@ class RunRecorder:
       logging.warning("%s has no checkpoint to resume from: the run starts at round 0; the %d "
                       "rounds recorded before are kept in %s", workdir, rounds, kept)
     if restored:
-      self.start_round, self.server_state, self.client_table, self.bytes_total, _ = restored
       # Keep the metrics of the checkpointed rounds only, then append.
       if os.path.exists(metrics_path):
         self.records = [r for r in metrics_lib.read_jsonl(metrics_path)
@@ -535,7 +556,8 @@ class RunRecorder:
       record.update(self.analysis(global_params, t, config.rounds))
     average_last = int(config.eval.get("average_last", 0))
     if average_last and t >= config.rounds - average_last:
-      self.param_sum = (global_params if self.param_sum is None
+      # A copy, not the server state's own arrays: the next round donates those.
+      self.param_sum = (jax.tree.map(jnp.copy, global_params) if self.param_sum is None
                         else tree.add(self.param_sum, global_params))
       self.param_count += 1
     now = time.time()
@@ -557,13 +579,14 @@ class RunRecorder:
       if self.on_nonfinite == "stop":
         raise DivergedError(message + " (stopped: training.on_nonfinite='stop')")
       logging.warning("%s (continuing: training.on_nonfinite='warn')", message)
-    if workdir:
+    if self.checkpoint_workdir:   # every process of a multi-process run saves together
       if config.checkpoint_every and ((t + 1) % config.checkpoint_every == 0
                                       or t + 1 == config.rounds):
         if callable(client_table):  # a sweep slices its stacked table only when it is saved
           client_table = self.client_table = client_table()
-        checkpoints.save(workdir, config, t + 1, server_state, client_table, self.bytes_total,
-                         int(config.get("checkpoint_keep", 2)))
+        checkpoints.save(self.checkpoint_workdir, config, t + 1, server_state, client_table,
+                         self.bytes_total, int(config.get("checkpoint_keep", 2)))
+    if workdir:
       artifact_every = int(config.eval.get("artifact_every", 0))
       if exp.artifacts and ((artifact_every and (t + 1) % artifact_every == 0)
                             or t + 1 == config.rounds):
