@@ -1,6 +1,6 @@
 """Writes docs/algorithms/<name>.md for every registered algorithm (classification and minimax)
 and docs/algorithms/index.md, from the registry, the modules' docstrings (the update rules), the
-config defaults and the communication of each algorithm. Run after adding an algorithm:
+factories' signatures (defaults, ranges, docs) and the communication of each algorithm. Run after adding an algorithm:
 
     python docs/gen_algorithm_pages.py          # (re)writes the pages
     python docs/gen_algorithm_pages.py --check  # exit 1 if a page is missing or stale (tests)
@@ -16,35 +16,6 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "docs", "algorithms")
-
-# name -> (title, paper)
-PAPERS = {
-    "fedavg": ("FedAvg / FedOpt", "McMahan et al., AISTATS 2017; Reddi et al., ICLR 2021 (FedOpt)"),
-    "fedsam": ("FedSAM", "Qu et al., ICML 2022; Caldarola et al., ECCV 2022"),
-    "fedasam": ("FedASAM", "Caldarola et al., ECCV 2022 (ASAM: Kwon et al., ICML 2021)"),
-    "fedprox": ("FedProx", "Li et al., MLSys 2020"),
-    "scaffold": ("SCAFFOLD", "Karimireddy et al., ICML 2020 (option II)"),
-    "fedgamma": ("FedGamma", "Dai et al., IEEE TNNLS 2023"),
-    "fedcm": ("FedCM", "Xu et al., 2021 (client-level momentum)"),
-    "mofedsam": ("MoFedSAM", "Qu et al., ICML 2022 (seed 001)"),
-    "mimelite": ("MimeLite", "Karimireddy et al., 2021"),
-    "fedntd": ("FedNTD", "Lee et al., NeurIPS 2022"),
-    "feddyn": ("FedDyn", "Acar et al., ICLR 2021"),
-    "feddyn_sam": ("FedDyn + SAM", "FedDyn (Acar et al.) with a SAM client optimiser"),
-    "fedspeed": ("FedSpeed", "Sun et al., ICLR 2023"),
-    "fedsmoo": ("FedSMOO", "Sun et al., ICML 2023"),
-    "fedlesam": ("FedLESAM", "Fan et al., ICML 2024"),
-    "fedlesam_d": ("FedLESAM-D", "Fan et al., ICML 2024"),
-    "fedgloss": ("FedGloSS", "Caldarola et al., 2024 (seed 003), Appendix A Algorithm 1"),
-    "naive_fedgloss": ("NaiveFedGloSS", "Caldarola et al., 2024 (seed 003), Table 6"),
-    "fedgmt": ("FedGMT", "Li et al., ICML 2025 (seed 002), Algorithm 1"),
-    "fedgmt_v2": ("FedGMT-v2", "Li et al., ICML 2025 (seed 002), Section 3.3"),
-    "fess_gda": ("FESS-GDA", "Shen et al., AISTATS 2024 (seed 004)"),
-    "local_sgda": ("Local SGDA", "Deng and Mahdavi, AISTATS 2021; Sharma et al., ICML 2022"),
-    "local_sgda_plus": ("Local SGDA+", "Sharma et al., ICML 2022"),
-    "fed_norm_sgda": ("Fed-Norm-SGDA", "Sharma et al., TMLR 2023"),
-    "fed_norm_sgda_plus": ("Fed-Norm-SGDA+", "Sharma et al., TMLR 2023"),
-}
 
 # Update rules for the algorithms whose module docstring does not spell them out.
 EXTRA = {
@@ -70,20 +41,26 @@ pseudo-gradient `D = w^t - sum_m p_m w_m` (`p_m` example-count or uniform weight
 def _algorithms():
   sys.path.insert(0, ROOT)
   from fedjax_sharp.algorithms.registry import ALGORITHMS
-  from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
-  return ALGORITHMS, MINIMAX_ALGORITHMS
+  from fedjax_sharp.minimax import algorithms as minimax
+  return ALGORITHMS, minimax
 
 
-def _communication(name, builder):
+def _communication(name, registration):
   from fedjax_sharp.training.config import base_config
   c = base_config()
   c.algorithm.name = name
-  alg = builder(c, lambda params, x: x)
+  alg = registration.build(c, lambda params, x: x)
   return alg.communication.down, alg.communication.up
 
 
-def page(name: str, module, defaults: dict, comm) -> str:
-  title, paper = PAPERS[name]
+def _rows(declared) -> dict:
+  """field -> (default, range or choices, doc), from the factory's signature."""
+  return {k: (h.default, h.field.range or (" / ".join(map(str, h.field.choices))
+                                           if h.field.choices else ""), h.field.doc)
+          for k, h in declared.items()}
+
+
+def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
   doc = inspect.getdoc(module) or ""
   lines = [f"# {title} (`{name}`)", "", f"**Paper:** {paper}.", ""]
   if comm is not None:
@@ -94,10 +71,12 @@ def page(name: str, module, defaults: dict, comm) -> str:
     lines += [EXTRA[name], ""]
   lines += [f"From `{module.__name__}`:", "", "```text", doc, "```", ""]
   lines += ["## Defaults", ""]
-  if defaults:
-    lines += [f"`config.algorithm.{name}` (override with `--config.algorithm.{name}.FIELD=...`):",
-              "", "| field | default |", "|---|---|"]
-    lines += [f"| `{k}` | `{json.dumps(v)}` |" for k, v in sorted(defaults.items())]
+  if rows:
+    lines += [f"`config.algorithm.{name}` (override with `--config.algorithm.{name}.FIELD=...`), "
+              "from the keyword arguments of the factory:",
+              "", "| field | default | range | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{k}` | `{json.dumps(v)}` | {r} | {d.replace('|', chr(92) + '|')} |"
+              for k, (v, r, d) in sorted(rows.items())]
   else:
     lines += ["No hyperparameters of its own."]
   lines += ["", "Run it: `python experiments/run.py --config=configs/demo.py "
@@ -108,29 +87,26 @@ def page(name: str, module, defaults: dict, comm) -> str:
 
 
 def build_pages() -> dict[str, str]:
-  from fedjax_sharp.training.config import base_config
   classification, minimax = _algorithms()
-  algorithm_cfg = base_config().algorithm
   pages = {}
   rows = ["# Algorithms", "",
           "Every registered algorithm, with its update rule, defaults and communication. "
           "Classification algorithms run on `config.task.name='classification'`; the minimax "
           "ones on the minimax tasks (`configs/minimax_*.py`).", "",
           "| name | algorithm | down / up | paper |", "|---|---|---|---|"]
+  from fedjax_sharp.algorithms.hyperparameters import fields
   for name in sorted(classification):
-    builder = classification[name]
-    module = importlib.import_module(builder.__module__)
-    defaults = dict(algorithm_cfg.get(name) or {})
-    comm = _communication(name, builder)
-    pages[f"{name}.md"] = page(name, module, defaults, comm)
-    rows.append(f"| [`{name}`]({name}.md) | {PAPERS[name][0]} | {comm[0]:g} / {comm[1]:g} | "
-                f"{PAPERS[name][1]} |")
-  module = importlib.import_module("fedjax_sharp.minimax.algorithms")
-  for name in minimax:
-    defaults = dict(algorithm_cfg.get(name) or {})
-    pages[f"{name}.md"] = page(name, module, defaults, None)
-    rows.append(f"| [`{name}`]({name}.md) | {PAPERS[name][0]} | 1 / 1 (x, y) | "
-                f"{PAPERS[name][1]} |")
+    r = classification[name]
+    module = importlib.import_module(r.factory.__module__)
+    comm = _communication(name, r)
+    pages[f"{name}.md"] = page(name, r.title, r.paper, module, _rows(r.fields()), comm)
+    rows.append(f"| [`{name}`]({name}.md) | {r.title} | {comm[0]:g} / {comm[1]:g} | "
+                f"{r.paper} |")
+  for name in minimax.MINIMAX_ALGORITHMS:
+    title, paper = minimax.TITLES[name]
+    pages[f"{name}.md"] = page(name, title, paper, minimax,
+                               _rows(fields(minimax.FACTORIES[name])), None)
+    rows.append(f"| [`{name}`]({name}.md) | {title} | 1 / 1 (x, y) | {paper} |")
   pages["index.md"] = "\n".join(rows) + "\n"
   return pages
 

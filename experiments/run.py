@@ -3,6 +3,7 @@
     python experiments/run.py --config=configs/fashion_mnist_cnn.py --workdir=runs/fmnist \
         --config.algorithm.name=fedavg --config.rounds=50
     python experiments/run.py --config=configs/demo.py --print_config   # every field, commented
+    python experiments/run.py --config=configs/demo.py --list_fields=algorithm.fedgmt  # docs
     python experiments/run.py --config=configs/demo.py --save_partition=/tmp/part.json  # and exit
 
 Writes `<workdir>/config.json` (the resolved config), `<workdir>/metrics.jsonl` (one line per
@@ -31,6 +32,9 @@ _SAVE_PARTITION = flags.DEFINE_string(
     "--config.data.partition=file --config.data.partition_path=PATH.")
 _PRINT_CONFIG = flags.DEFINE_bool("print_config", False,
                                   "Print the resolved config, one commented field a line, and exit.")
+_LIST_FIELDS = flags.DEFINE_string(
+    "list_fields", None, "List the config's fields under this prefix ('' or 'all': every "
+    "field; e.g. 'algorithm.fedgmt', 'engine') with their values and docs, and exit.")
 _COORDINATOR = flags.DEFINE_string(
     "coordinator", "", "Multi-process (multi-host) runs: process 0's HOST:PORT "
     "(jax.distributed; fedjax_sharp/core/distributed.py). Every process runs the same command "
@@ -52,6 +56,14 @@ def main(argv):
     raise app.UsageError("--config is required, e.g. --config=configs/demo.py")
   if _PRINT_CONFIG.value:
     print(cli.format_config(config), end="")
+    return
+  if _LIST_FIELDS.value is not None:
+    prefix = "" if _LIST_FIELDS.value in ("", "all") else _LIST_FIELDS.value
+    listing = cli.format_fields(config, prefix)
+    if not listing:
+      raise app.UsageError(f"--list_fields={_LIST_FIELDS.value!r}: no config field starts with "
+                           f"it (e.g. 'algorithm.{config.algorithm.name}', 'engine', 'data')")
+    print(listing, end="")
     return
   if _PRINT_PARTITION.value or _SAVE_PARTITION.value:
     dataset = data_lib.load_dataset(config.data)

@@ -124,8 +124,8 @@ class Local:
     opt_state: object    # its optimiser state (momentum: reset every round)
     anchor: object       # w^t, the prox centre
 
-def my_fedprox(apply_fn, mu=0.01, momentum=0.9, weight_decay=1e-5):
-    tx = local_sgd(momentum, weight_decay)        # optax, with an injected learning rate
+def my_fedprox(apply_fn, tx, mu=0.01):
+    # tx: optax, with an injected learning rate (local_sgd(momentum, weight_decay))
 
     def loss_fn(params, batch):
         logits = apply_fn(params, batch["x"])
@@ -154,11 +154,15 @@ def my_fedprox(apply_fn, mu=0.01, momentum=0.9, weight_decay=1e-5):
         broadcast=lambda w, round_info: w, client_init=client_init, local_step=local_step,
         client_finalize=client_finalize, server_update=server_update, eval_params=lambda w: w,
         communication=Communication(down=1, up=1))'''),
-    ("md", "Register it under a config name: `run.py`, `compare.py` and `loop.run` can now use `--config.algorithm.name=my_fedprox`."),
-    ("code", '''from fedjax_sharp.algorithms import register
-register("my_fedprox", lambda config, apply_fn: my_fedprox(apply_fn, mu=config.algorithm.fedprox.mu,
-                                                            momentum=config.local.momentum,
-                                                            weight_decay=config.local.weight_decay))'''),
+    ("md", "Register it under a config name, without touching the package: the factory's keyword arguments are its hyperparameters (default, range, one-line doc), so `base_config()` now has `config.algorithm.my_fedprox.mu`, and `run.py`, `compare.py` and `loop.run` accept `--config.algorithm.name=my_fedprox --config.algorithm.my_fedprox.mu=0.1`. The registry passes the client optimiser built from `config.local` (momentum, weight decay)."),
+    ("code", '''from typing import Annotated
+from fedjax_sharp.algorithms import Field, register
+
+@register("my_fedprox", title="My FedProx", paper="Li et al., MLSys 2020")
+def my_fedprox_factory(apply_fn, client_optimizer, *,
+                       mu: Annotated[float, Field(">= 0", "proximal weight")] = 0.01,
+                       name: str = "my_fedprox"):
+    return my_fedprox(apply_fn, client_optimizer.tx, mu=mu)'''),
     ("md", "## Run it next to the built-in FedProx\nThe same config, seed, cohorts and keys; only `algorithm.name` differs."),
     ("code", '''import tempfile
 from fedjax_sharp.training import loop
@@ -170,7 +174,7 @@ def config_for(name):
     c.data.partition, c.data.alpha = "dirichlet", 0.3
     c.clients_per_round, c.model.name, c.local.batch_size = 5, "mlp", 16
     c.local.momentum = 0.9
-    c.algorithm.name, c.algorithm.fedprox.mu = name, 0.1
+    c.algorithm.name, c.algorithm[name].mu = name, 0.1
     c.rounds, c.eval.every, c.eval.last_n = (3 if TINY else 30), 1, 5
     c.engine.client_strategy, c.engine.local_loop = "vmap", "rolled"
     return c

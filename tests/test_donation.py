@@ -24,7 +24,7 @@ from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 from fedjax_sharp.errors import ConfigError
-from fedjax_sharp.minimax import experiment as minimax_experiment
+from fedjax_sharp.training import minimax_experiment
 from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib

@@ -145,7 +145,7 @@ def test_auto_strategy_resolution():
 
 
 def test_auto_weighs_the_model_size_on_accelerators_only():
-  from fedjax_sharp.core.engine import VMAP_MEMORY_FRACTION, Footprint
+  from fedjax_sharp.core.execution import VMAP_MEMORY_FRACTION, Footprint
   gb = 2 ** 30
   small = Footprint(clients=10, per_client_bytes=10 * 2 ** 20, device_bytes=80 * gb)
   big = Footprint(clients=100, per_client_bytes=2 * gb, device_bytes=80 * gb)

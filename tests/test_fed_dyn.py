@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from fedjax_sharp.algorithms import common
-from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn, fed_dyn, prox_gradient
+from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn, fed_dyn
+from fedjax_sharp.core.dyn import prox_gradient
 from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fedjax_sharp.core import sam
-from fedjax_sharp.core.optimizers import (ClientOptimizer, client_optimizer_from_config,
-                                          local_sgd, resolve_momentum)
+from fedjax_sharp.algorithms.from_config import client_optimizer_from_config, resolve_momentum
+from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
 from fedjax_sharp.training import config as config_lib
 
 import np_reference as ref

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import optax
 
-from fedjax_sharp.algorithms import common
+from typing import Annotated
+
+from absl import logging
+
+from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms.hyperparameters import Field
 from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
-                                          server_optimizer_from_config)
 
 
 def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
@@ -56,35 +59,44 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
       communication=Communication(down=1, up=1))
 
 
-FEDSAM_DEFAULT_RHO = 0.05   # FedGMT Table 7: rho = 5 x lr (lr 0.01); rho = lr on CIFAR-100
-FEDASAM_DEFAULT_RHO = 0.5   # Caldarola et al. 2022 (FedASAM), with eta = 0.2
-FEDASAM_DEFAULT_ETA = 0.2
+def _fedavg_client(config, name):
+  """`config.local`'s optimiser. `local.optimizer='sam'|'asam'` with FedAvg is the deprecated
+  spelling of FedSAM / FedASAM (removed in the next release): it warns and still works."""
+  kind = str(config.local.get("optimizer", "sgd"))
+  if name == "fedavg" and kind in ("sam", "asam"):
+    new = "fedsam" if kind == "sam" else "fedasam"
+    logging.warning(
+        "algorithm.name='fedavg' with local.optimizer=%r and local.rho is deprecated (removed in "
+        "the next release): use --config.algorithm.name=%s --config.algorithm.%s.rho=%s "
+        "(and local.optimizer='sgd')", kind, new, new, config.local.get("rho"))
+  return from_config.client_optimizer_from_config(config)
 
 
-def build_fed_avg(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: optimisers from `config.local` (`local.optimizer='sam'` is FedSAM) and
-  `config.server` (FedOpt)."""
-  return fed_avg(apply_fn, client_optimizer_from_config(config),
-                 server_optimizer_from_config(config),
-                 name=str(config.algorithm.get("name", "fedavg")))
+registration.reads_local_rho(_fedavg_client)
+registration.register("fedavg", fed_avg, client=_fedavg_client, server=True,
+                      title="FedAvg / FedOpt",
+                      paper="McMahan et al., AISTATS 2017; Reddi et al., ICLR 2021 (FedOpt)")
+build_fed_avg = registration.builder("fedavg")
 
 
-def build_fed_sam(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder for FedSAM: `config.algorithm.fedsam.rho`."""
-  block = config.algorithm.get("fedsam") or {}
-  opt = client_optimizer_from_config(config, gradient="sam",
-                                     rho=hparams.scalar(block.get("rho", FEDSAM_DEFAULT_RHO)),
-                                     owner="fedsam")
-  return fed_avg(apply_fn, opt, server_optimizer_from_config(config),
-                 name=str(config.algorithm.get("name", "fedsam")))
+def _sam_client(config, name, *, rho: Annotated[float, Field(
+    ">= 0", "SAM radius (FedGMT Table 7: 5 x lr; lr on CIFAR-100)", sweepable=True)] = 0.05):
+  return from_config.client_optimizer_from_config(config, gradient="sam",
+                                                  rho=hparams.scalar(rho), owner=name)
 
 
-def build_fed_asam(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder for FedASAM: `config.algorithm.fedasam.{rho, eta}`."""
-  block = config.algorithm.get("fedasam") or {}
-  opt = client_optimizer_from_config(config, gradient="asam",
-                                     rho=hparams.scalar(block.get("rho", FEDASAM_DEFAULT_RHO)),
-                                     eta=float(block.get("eta", FEDASAM_DEFAULT_ETA)),
-                                     owner="fedasam")
-  return fed_avg(apply_fn, opt, server_optimizer_from_config(config),
-                 name=str(config.algorithm.get("name", "fedasam")))
+def _asam_client(config, name, *,
+                 rho: Annotated[float, Field(">= 0", "ASAM radius (Caldarola et al. 2022)",
+                                             sweepable=True)] = 0.5,
+                 eta: Annotated[float, Field(">= 0", "ASAM's T = |w| + eta")] = 0.2):
+  return from_config.client_optimizer_from_config(config, gradient="asam",
+                                                  rho=hparams.scalar(rho), eta=float(eta),
+                                                  owner=name)
+
+
+registration.register("fedsam", fed_avg, client=_sam_client, server=True, title="FedSAM",
+                      paper="Qu et al., ICML 2022; Caldarola et al., ECCV 2022")
+registration.register("fedasam", fed_avg, client=_asam_client, server=True, title="FedASAM",
+                      paper="Caldarola et al., ECCV 2022 (ASAM: Kwon et al., ICML 2021)")
+build_fed_sam = registration.builder("fedsam")
+build_fed_asam = registration.builder("fedasam")

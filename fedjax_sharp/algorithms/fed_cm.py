@@ -26,19 +26,15 @@ which is this with equal K and uniform weights).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import client_optimizer_from_config
-
-DEFAULT_MOMENTUM = 0.0
-DEFAULTS = dict(beta=0.1, server_lr_relative=1.0)
-MOFEDSAM_DEFAULT_RHO = 0.1
 
 
 @flax.struct.dataclass
@@ -54,14 +50,15 @@ class FedCMLocalState:
   momentum: Any  # Delta^r, constant during the round
 
 
-def fed_cm(apply_fn: common.ApplyFn, client_optimizer, beta: float = DEFAULTS["beta"],
-           server_lr_relative: float = DEFAULTS["server_lr_relative"],
+@checked
+def fed_cm(apply_fn: common.ApplyFn, client_optimizer,
+           beta: Annotated[float, Field("(0, 1]", "weight of the local gradient against the "
+                                        "global momentum (FL-Simulator's alpha)")] = 0.1,
+           server_lr_relative: Annotated[float, Field("> 0", "server step relative to plain "
+                                                      "averaging (1 = the model average)")] = 1.0,
            name: str = "fedcm") -> FederatedAlgorithm:
   """FedCM; with a `sam` ClientOptimizer, MoFedSAM."""
-  if not 0.0 < beta <= 1.0:
-    raise ValueError(f"algorithm.{name}.beta must be in (0, 1], got {beta}")
-  if not server_lr_relative > 0:
-    raise ValueError(f"algorithm.{name}.server_lr_relative must be > 0, got {server_lr_relative}")
+  beta, server_lr_relative = float(beta), float(server_lr_relative)
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
 
@@ -108,24 +105,18 @@ def momentum_mix(beta: float, grads, momentum):
   return tree.axpy(beta, grads, tree.scale(1.0 - beta, momentum))
 
 
-def _kwargs(block):
-  return dict(beta=float(block.get("beta", DEFAULTS["beta"])),
-              server_lr_relative=float(block.get("server_lr_relative",
-                                                 DEFAULTS["server_lr_relative"])))
+registration.register("fedcm", fed_cm, client="own_momentum", title="FedCM",
+                      paper="Xu et al., 2021 (client-level momentum)")
+build_fed_cm = registration.builder("fedcm")
 
 
-def build_fed_cm(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedcm.{beta, server_lr_relative}`; momentum 0."""
-  block = config.algorithm.get("fedcm") or {}
-  opt = client_optimizer_from_config(config, block=block, own_momentum=DEFAULT_MOMENTUM)
-  return fed_cm(apply_fn, opt, name=str(config.algorithm.get("name", "fedcm")), **_kwargs(block))
+def _mofedsam_client(config, name, *,
+                     rho: Annotated[float, Field(">= 0", "SAM radius (FL-Simulator: 0.1)")] = 0.1,
+                     momentum: registration.OwnMomentum = 0.0):
+  return from_config.client_optimizer_from_config(config, own_momentum=float(momentum),
+                                                  gradient="sam", rho=float(rho), owner=name)
 
 
-def build_mofedsam(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.mofedsam.{rho, beta, server_lr_relative}`; momentum 0."""
-  block = config.algorithm.get("mofedsam") or {}
-  opt = client_optimizer_from_config(config, block=block, own_momentum=DEFAULT_MOMENTUM,
-                                     gradient="sam", owner="mofedsam",
-                                     rho=float(block.get("rho", MOFEDSAM_DEFAULT_RHO)))
-  return fed_cm(apply_fn, opt, name=str(config.algorithm.get("name", "mofedsam")),
-                **_kwargs(block))
+registration.register("mofedsam", fed_cm, client=_mofedsam_client, title="MoFedSAM",
+                      paper="Qu et al., ICML 2022 (seed 001)")
+build_mofedsam = registration.builder("mofedsam")

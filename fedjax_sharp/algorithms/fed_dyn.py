@@ -25,20 +25,15 @@ Communication: 1 model down, 1 up.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
-PROX_MODES = dyn.PROX_MODES
-DEFAULT_ALPHA = 0.1  # FedGMT paper Table 7: FedDyn beta = 10 with penalty 1/(2 beta), alpha = 1/beta
-DEFAULT_SAM_RHO = 0.05
-prox_gradient = dyn.prox_gradient
-FedDynServerState = dyn.DynServerState
 
 
 @flax.struct.dataclass
@@ -49,12 +44,18 @@ class FedDynLocalState:
   h: Any          # h_m, the client's dual (constant during the round)
 
 
-def fed_dyn(apply_fn: common.ApplyFn, client_optimizer, alpha: float = DEFAULT_ALPHA,
-            prox: str = "squared", name: str = "feddyn") -> FederatedAlgorithm:
+@checked
+def fed_dyn(apply_fn: common.ApplyFn, client_optimizer,
+            alpha: Annotated[float, Field("> 0", "dual coefficient (FedGMT Table 7: 1/beta, "
+                                          "beta = 10)", sweepable=True)] = 0.1,
+            prox: Annotated[str, Field(doc="proximal term: 'squared' (paper), 'unsquared' "
+                                       "(FedGMT code), 'none'", choices=dyn.PROX_MODES)]
+            = "squared",
+            name: str = "feddyn") -> FederatedAlgorithm:
   """FedDyn with dual coefficient `alpha` and proximal term `prox` (see module docstring).
 
   `client_optimizer`: a ClientOptimizer (`sam` gives FedDyn+SAM) or an optax transform."""
-  dyn.validate(alpha, prox, prefix=f"algorithm.{name}")
+  alpha = hparams.scalar(alpha)
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
 
@@ -87,21 +88,16 @@ def fed_dyn(apply_fn: common.ApplyFn, client_optimizer, alpha: float = DEFAULT_A
       communication=Communication(down=1, up=1))
 
 
-def build_fed_dyn(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.feddyn.{alpha, prox}`, local optimiser from
-  `config.local` (`local.optimizer='sam'` gives FedDyn+SAM)."""
-  block = config.algorithm.get("feddyn") or {}
-  return fed_dyn(apply_fn, client_optimizer_from_config(config),
-                 alpha=hparams.scalar(block.get("alpha", DEFAULT_ALPHA)),
-                 prox=str(block.get("prox", "squared")),
-                 name=str(config.algorithm.get("name", "feddyn")))
+registration.register("feddyn", fed_dyn, title="FedDyn", paper="Acar et al., ICLR 2021")
+build_fed_dyn = registration.builder("feddyn")
 
 
-def build_fed_dyn_sam(config, apply_fn) -> FederatedAlgorithm:
-  """FedDyn+SAM (FedGloSS tables): `config.algorithm.feddyn_sam.{alpha, prox, rho}`."""
-  block = config.algorithm.get("feddyn_sam") or {}
-  opt = client_optimizer_from_config(config, gradient="sam", owner="feddyn_sam",
-                                     rho=hparams.scalar(block.get("rho", DEFAULT_SAM_RHO)))
-  return fed_dyn(apply_fn, opt, alpha=hparams.scalar(block.get("alpha", DEFAULT_ALPHA)),
-                 prox=str(block.get("prox", "squared")),
-                 name=str(config.algorithm.get("name", "feddyn_sam")))
+def _sam_client(config, name, *, rho: Annotated[float, Field(">= 0", "SAM radius",
+                                                             sweepable=True)] = 0.05):
+  return from_config.client_optimizer_from_config(config, gradient="sam",
+                                                  rho=hparams.scalar(rho), owner=name)
+
+
+registration.register("feddyn_sam", fed_dyn, client=_sam_client, title="FedDyn + SAM",
+                      paper="FedDyn (Acar et al.) with a SAM client optimiser")
+build_fed_dyn_sam = registration.builder("feddyn_sam")

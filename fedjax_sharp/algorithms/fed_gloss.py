@@ -44,23 +44,21 @@ Paper settings: BUILD_NOTES.md and configs/fedgloss_table3.py.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, sam, schedules, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import ClientOptimizer, client_optimizer_from_config
+from fedjax_sharp.core.optimizers import ClientOptimizer
 
 DUAL_SCALES = ("paper", "code")
 SERVER_SCHEDULES = ("paper", "code")
 CLIENT_OPTIMIZERS = ("sgd", "sam", "asam")
-DEFAULTS = dict(rho=0.15, rho_l=0.15, rho0=0.001, ramp_rounds=0, beta=10.0, eta_s=1.0,
-                admm=True, client_optimizer="sgd", asam_eta=0.0, dual_scale="paper",
-                server_schedule="paper", refresh_per_epoch=False)
 
 
 @flax.struct.dataclass
@@ -88,13 +86,24 @@ def server_radius(rho: float, rho_l: float, rho0: float, ramp_rounds: int,
   return schedules.linear_ramp(rho, rho0, ramp_rounds)
 
 
-def fed_gloss(apply_fn: common.ApplyFn, client_optimizer, *, rho: float = DEFAULTS["rho"],
-              rho0: float = DEFAULTS["rho0"], ramp_rounds: int = DEFAULTS["ramp_rounds"],
-              beta: float = DEFAULTS["beta"], eta_s: float = DEFAULTS["eta_s"],
-              admm: bool = DEFAULTS["admm"], dual_scale: str = DEFAULTS["dual_scale"],
-              server_schedule: str = DEFAULTS["server_schedule"],
-              refresh_per_epoch: bool = DEFAULTS["refresh_per_epoch"], naive: bool = False,
-              name: str = "fedgloss") -> FederatedAlgorithm:
+@checked
+def fed_gloss(
+    apply_fn: common.ApplyFn, client_optimizer, *,
+    rho: Annotated[float, Field(">= 0", "server SAM radius rho_s (CIFAR-10 CNN, Table 13)")]
+    = 0.15,
+    rho0: Annotated[float, Field(">= 0", "start of the radii's linear ramp")] = 0.001,
+    ramp_rounds: Annotated[int, Field(">= 0", "rounds of the ramp rho0 -> rho (0 = none)")] = 0,
+    beta: Annotated[float, Field("> 0", "ADMM penalty (dual coefficient 1/beta)")] = 10.0,
+    eta_s: Annotated[float, Field("> 0", "server learning rate (server.lr is not used)")] = 1.0,
+    admm: Annotated[bool, Field(doc="ADMM dual correction (False: plain FedSAM-style server)")]
+    = True,
+    dual_scale: Annotated[str, Field(doc="'paper' or 'code' (the authors' extra 1/|cohort|)",
+                                     choices=DUAL_SCALES)] = "paper",
+    server_schedule: Annotated[str, Field(doc="server radius schedule: 'paper' or 'code'",
+                                          choices=SERVER_SCHEDULES)] = "paper",
+    refresh_per_epoch: Annotated[bool, Field(doc="refresh dual and anchor every local epoch "
+                                             "(the authors' code)")] = False,
+    naive: bool = False, name: str = "fedgloss") -> FederatedAlgorithm:
   """FedGloSS (or NaiveFedGloSS with `naive=True`).
 
   `client_optimizer`: a ClientOptimizer (sgd/sam/asam; its `rho` may be a schedule, e.g.
@@ -102,16 +111,8 @@ def fed_gloss(apply_fn: common.ApplyFn, client_optimizer, *, rho: float = DEFAUL
   radius; `server_schedule='code'` needs the client optimiser's final radius, taken from its
   `rho` at round `ramp_rounds`.
   """
-  prefix = f"algorithm.{name}"
-  if not rho >= 0:
-    raise ValueError(f"{prefix}.rho must be >= 0, got {rho}")
-  if not beta > 0:
-    raise ValueError(f"{prefix}.beta must be > 0, got {beta}")
-  if dual_scale not in DUAL_SCALES:
-    raise ValueError(f"{prefix}.dual_scale={dual_scale!r} is not one of {list(DUAL_SCALES)}")
-  if server_schedule not in SERVER_SCHEDULES:
-    raise ValueError(f"{prefix}.server_schedule={server_schedule!r} is not one of "
-                     f"{list(SERVER_SCHEDULES)}")
+  rho, rho0, ramp_rounds = float(rho), float(rho0), int(ramp_rounds)
+  beta, eta_s = float(beta), float(eta_s)
   opt = common.as_client_optimizer(client_optimizer)
   rho_l_final = float(opt.rho_at(max(ramp_rounds, 0)))
   rho_s = server_radius(rho, rho_l_final, rho0, ramp_rounds, server_schedule)
@@ -195,31 +196,26 @@ def fed_gloss(apply_fn: common.ApplyFn, client_optimizer, *, rho: float = DEFAUL
       exchanges=2 if naive else 1)
 
 
-def _build(config, apply_fn, name: str, naive: bool) -> FederatedAlgorithm:
-  block = config.algorithm.get(name) or {}
-  hp = {k: type(v)(block.get(k, v)) for k, v in DEFAULTS.items()}
-  kind = hp["client_optimizer"]
-  if kind not in CLIENT_OPTIMIZERS:
-    raise ValueError(f"algorithm.{name}.client_optimizer={kind!r} is not one of "
-                     f"{list(CLIENT_OPTIMIZERS)}")
-  base = client_optimizer_from_config(config, gradient="sgd", owner=name)
-  rho_l = (schedules.linear_ramp(hp["rho_l"], hp["rho0"], hp["ramp_rounds"]) if kind != "sgd"
-           else 0.0)
-  opt = ClientOptimizer(base.tx, gradient=kind, rho=rho_l, eta=hp["asam_eta"])
-  return fed_gloss(apply_fn, opt, rho=hp["rho"], rho0=hp["rho0"],
-                   ramp_rounds=hp["ramp_rounds"], beta=hp["beta"], eta_s=hp["eta_s"],
-                   admm=hp["admm"], dual_scale=hp["dual_scale"],
-                   server_schedule=hp["server_schedule"],
-                   refresh_per_epoch=hp["refresh_per_epoch"], naive=naive,
-                   name=str(config.algorithm.get("name", name)))
+def _client(config, name, *,
+            client_optimizer: Annotated[str, Field(doc="local gradient: 'sgd', 'sam', 'asam'",
+                                                   choices=CLIENT_OPTIMIZERS)] = "sgd",
+            rho_l: Annotated[float, Field(">= 0", "client SAM radius (client_optimizer "
+                                          "'sam'/'asam')")] = 0.15,
+            asam_eta: Annotated[float, Field(">= 0", "ASAM's T = |w| + eta")] = 0.0,
+            rho0, ramp_rounds):
+  """The local optimiser: `config.local`'s momentum and weight decay, the block's gradient
+  with the radius ramp rho0 -> rho_l over ramp_rounds."""
+  base = from_config.client_optimizer_from_config(config, gradient="sgd", owner=name)
+  rho_l = (schedules.linear_ramp(float(rho_l), float(rho0), int(ramp_rounds))
+           if client_optimizer != "sgd" else 0.0)
+  return ClientOptimizer(base.tx, gradient=client_optimizer, rho=rho_l, eta=float(asam_eta))
 
 
-def build_fed_gloss(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedgloss.{rho, rho_l, rho0, ramp_rounds, beta, eta_s,
-  admm, client_optimizer, asam_eta, dual_scale, server_schedule, refresh_per_epoch}`."""
-  return _build(config, apply_fn, "fedgloss", naive=False)
-
-
-def build_naive_fed_gloss(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.naive_fedgloss.{...as fedgloss...}`."""
-  return _build(config, apply_fn, "naive_fedgloss", naive=True)
+registration.register("fedgloss", fed_gloss, client=_client, server_step="algorithm.fedgloss.eta_s",
+                      title="FedGloSS",
+                      paper="Caldarola et al., 2024 (seed 003), Appendix A Algorithm 1")
+registration.register("naive_fedgloss", fed_gloss, client=_client, fixed=dict(naive=True),
+                      server_step="algorithm.naive_fedgloss.eta_s", title="NaiveFedGloSS",
+                      paper="Caldarola et al., 2024 (seed 003), Table 6")
+build_fed_gloss = registration.builder("fedgloss")
+build_naive_fed_gloss = registration.builder("naive_fedgloss")

@@ -37,22 +37,26 @@ beta = 10 (100 for AG News).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, losses, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
 BOOKKEEPINGS = ("paper", "authors")
 V2_EMA_INITS = ("first_received", "w0")
-DEFAULTS = dict(gamma=1.0, tau=3.0, alpha=0.95, beta=10.0, admm=True, bookkeeping="paper",
-                tau_squared=True)
-V2_DEFAULT_ALPHA = 0.5
+Gamma = Annotated[float, Field(">= 0", "weight of the KL to the EMA teacher", sweepable=True)]
+Tau = Annotated[float, Field("> 0", "distillation temperature")]
+Beta = Annotated[float, Field("> 0", "ADMM penalty (100 for AG News)", sweepable=True)]
+Admm = Annotated[bool, Field(doc="dual (ADMM) correction; False: the Table 3 ablation")]
+Bookkeeping = Annotated[str, Field(doc="'paper' (u_m, u) or 'authors' (D_m, S; their code)",
+                                   choices=BOOKKEEPINGS)]
+TauSquared = Annotated[bool, Field(doc="scale the KL by tau^2 (distillation convention)")]
 
 
 @flax.struct.dataclass
@@ -114,26 +118,9 @@ def client_dual(client_state: FedGMTClientState, beta: float, bookkeeping: str =
   return tree.scale(-1.0 / beta, client_state.dual)
 
 
-def _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init, prefix):
-  concrete = lambda x: not hparams.is_traced(x)   # a sweep's traced values were checked concretely
-  if concrete(gamma) and gamma < 0:
-    raise ValueError(f"{prefix}.gamma must be >= 0, got {gamma}")
-  if not tau > 0:
-    raise ValueError(f"{prefix}.tau must be > 0, got {tau}")
-  if concrete(alpha) and not 0.0 <= alpha <= 1.0:
-    raise ValueError(f"{prefix}.alpha must be in [0, 1], got {alpha}")
-  if concrete(beta) and not beta > 0:
-    raise ValueError(f"{prefix}.beta must be > 0, got {beta}")
-  if bookkeeping not in BOOKKEEPINGS:
-    raise ValueError(f"{prefix}.bookkeeping={bookkeeping!r} is not one of {list(BOOKKEEPINGS)}")
-  if v2_ema_init not in V2_EMA_INITS:
-    raise ValueError(f"{prefix}.v2_ema_init={v2_ema_init!r} is not one of {list(V2_EMA_INITS)}")
-
-
 def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookkeeping,
              tau_squared, v2, v2_ema_init, name) -> FederatedAlgorithm:
-  _validate(gamma, tau, alpha, beta, bookkeeping, v2_ema_init,
-            prefix="algorithm.fedgmt_v2" if v2 else "algorithm.fedgmt")
+  gamma, tau = hparams.scalar(gamma), float(tau)
   alpha, beta = hparams.scalar(alpha), hparams.scalar(beta)
   opt = common.as_client_optimizer(client_optimizer)
   if opt.is_sam:
@@ -227,52 +214,35 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
       communication=Communication(down=1, up=1) if v2 else Communication(down=2, up=1))
 
 
-def fed_gmt(apply_fn: common.ApplyFn, client_optimizer,
-            gamma: float = 1.0, tau: float = 3.0, alpha: float = 0.95, beta: float = 10.0,
-            admm: bool = True, bookkeeping: str = "paper", tau_squared: bool = True,
-            name: str = "fedgmt") -> FederatedAlgorithm:
+@checked
+def fed_gmt(apply_fn: common.ApplyFn, client_optimizer, gamma: Gamma = 1.0, tau: Tau = 3.0,
+            alpha: Annotated[float, Field("[0, 1]", "EMA coefficient of the global trajectory",
+                                          sweepable=True)] = 0.95,
+            beta: Beta = 10.0, admm: Admm = True, bookkeeping: Bookkeeping = "paper",
+            tau_squared: TauSquared = True, name: str = "fedgmt") -> FederatedAlgorithm:
   """FedGMT (server-side EMA sent to the clients; 2 models down, 1 up)."""
   return _fed_gmt(apply_fn, client_optimizer, gamma=gamma, tau=tau, alpha=alpha, beta=beta,
                   admm=admm, bookkeeping=bookkeeping, tau_squared=tau_squared, v2=False,
                   v2_ema_init="first_received", name=name)
 
 
-def fed_gmt_v2(apply_fn: common.ApplyFn, client_optimizer,
-               gamma: float = 1.0, tau: float = 3.0, alpha: float = V2_DEFAULT_ALPHA,
-               beta: float = 10.0, admm: bool = True, bookkeeping: str = "paper",
-               v2_ema_init: str = "first_received", tau_squared: bool = True,
-               name: str = "fedgmt_v2") -> FederatedAlgorithm:
+@checked
+def fed_gmt_v2(apply_fn: common.ApplyFn, client_optimizer, gamma: Gamma = 1.0, tau: Tau = 3.0,
+               alpha: Annotated[float, Field("[0, 1]", "EMA coefficient of each client's "
+                                             "trajectory (Table 7)", sweepable=True)] = 0.5,
+               beta: Beta = 10.0, admm: Admm = True, bookkeeping: Bookkeeping = "paper",
+               v2_ema_init: Annotated[str, Field(doc="e_m before the first participation",
+                                                 choices=V2_EMA_INITS)] = "first_received",
+               tau_squared: TauSquared = True, name: str = "fedgmt_v2") -> FederatedAlgorithm:
   """FedGMT-v2 (per-client EMA kept in the client table; 1 model down, 1 up)."""
   return _fed_gmt(apply_fn, client_optimizer, gamma=gamma, tau=tau, alpha=alpha, beta=beta,
                   admm=admm, bookkeeping=bookkeeping, tau_squared=tau_squared, v2=True,
                   v2_ema_init=v2_ema_init, name=name)
 
 
-def _common_kwargs(alg, alpha_default):
-  return dict(gamma=hparams.scalar(alg.get("gamma", DEFAULTS["gamma"])),
-              tau=float(alg.get("tau", DEFAULTS["tau"])),
-              alpha=hparams.scalar(alg.get("alpha", alpha_default)),
-              beta=hparams.scalar(alg.get("beta", DEFAULTS["beta"])),
-              admm=bool(alg.get("admm", DEFAULTS["admm"])),
-              bookkeeping=str(alg.get("bookkeeping", DEFAULTS["bookkeeping"])),
-              tau_squared=bool(alg.get("tau_squared", DEFAULTS["tau_squared"])))
-
-
-def build_fed_gmt(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedgmt.{gamma, tau, alpha, beta, admm, bookkeeping,
-  tau_squared}` (paper defaults when absent), local optimiser from `config.local`."""
-  block = config.algorithm.get("fedgmt") or {}
-  return fed_gmt(apply_fn, client_optimizer_from_config(config, gradient="sgd", owner="fedgmt"),
-                 name=str(config.algorithm.get("name", "fedgmt")),
-                 **_common_kwargs(block, DEFAULTS["alpha"]))
-
-
-def build_fed_gmt_v2(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder for FedGMT-v2: `config.algorithm.fedgmt_v2.{...as FedGMT...,
-  v2_ema_init}`; alpha defaults to 0.5."""
-  block = config.algorithm.get("fedgmt_v2") or {}
-  return fed_gmt_v2(apply_fn, client_optimizer_from_config(config, gradient="sgd",
-                                                           owner="fedgmt_v2"),
-                    v2_ema_init=str(block.get("v2_ema_init", "first_received")),
-                    name=str(config.algorithm.get("name", "fedgmt_v2")),
-                    **_common_kwargs(block, V2_DEFAULT_ALPHA))
+registration.register("fedgmt", fed_gmt, client="sgd", title="FedGMT",
+                      paper="Li et al., ICML 2025 (seed 002), Algorithm 1")
+registration.register("fedgmt_v2", fed_gmt_v2, client="sgd", title="FedGMT-v2",
+                      paper="Li et al., ICML 2025 (seed 002), Section 3.3")
+build_fed_gmt = registration.builder("fedgmt")
+build_fed_gmt_v2 = registration.builder("fedgmt_v2")

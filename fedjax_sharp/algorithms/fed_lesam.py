@@ -21,20 +21,18 @@ FedLESAM (`dyn=False`) is FedAvg's server. Defaults: rho = 0.05 (5 x lr), alpha 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
 PERTURBATIONS = ("paper", "broadcast")
 FIRST_PARTICIPATIONS = ("zero", "w0")
-DEFAULTS = dict(alpha=0.1, rho=0.05, prox="squared", perturbation="paper",
-                first_participation="zero")
 
 
 @flax.struct.dataclass
@@ -60,20 +58,21 @@ class FedLESAMLocalState:
   e: Any       # the round's perturbation, constant
 
 
+@checked
 def fed_lesam(apply_fn: common.ApplyFn, client_optimizer, dyn_terms: bool = True,
-              alpha: float = DEFAULTS["alpha"], rho: float = DEFAULTS["rho"],
-              prox: str = DEFAULTS["prox"], perturbation: str = DEFAULTS["perturbation"],
-              first_participation: str = DEFAULTS["first_participation"],
+              alpha: Annotated[float, Field("> 0", "FedDyn dual coefficient (FedLESAM-D)")]
+              = 0.1,
+              rho: Annotated[float, Field(">= 0", "SAM radius")] = 0.05,
+              prox: Annotated[str, Field(doc="FedDyn proximal term (FedLESAM-D)",
+                                         choices=dyn.PROX_MODES)] = "squared",
+              perturbation: Annotated[str, Field(doc="'paper' (per client: the last global "
+                                                 "model it received) or 'broadcast'",
+                                                 choices=PERTURBATIONS)] = "paper",
+              first_participation: Annotated[str, Field(doc="perturbation of a client's first "
+                                                        "round: 'zero' or 'w0'",
+                                                        choices=FIRST_PARTICIPATIONS)] = "zero",
               name: str = "fedlesam_d") -> FederatedAlgorithm:
-  prefix = f"algorithm.{name}"
-  dyn.validate(alpha, prox, prefix=prefix)
-  if not rho >= 0:
-    raise ValueError(f"{prefix}.rho must be >= 0, got {rho}")
-  if perturbation not in PERTURBATIONS:
-    raise ValueError(f"{prefix}.perturbation={perturbation!r} is not one of {list(PERTURBATIONS)}")
-  if first_participation not in FIRST_PARTICIPATIONS:
-    raise ValueError(f"{prefix}.first_participation={first_participation!r} is not one of "
-                     f"{list(FIRST_PARTICIPATIONS)}")
+  alpha, rho = float(alpha), float(rho)
   opt = common.as_client_optimizer(client_optimizer)
   if opt.is_sam:
     raise ValueError(f"{name} makes its own perturbation: give it an 'sgd' client optimiser")
@@ -141,19 +140,9 @@ def fed_lesam(apply_fn: common.ApplyFn, client_optimizer, dyn_terms: bool = True
       communication=Communication(down=1 if per_client else 2, up=1))
 
 
-def _build(config, apply_fn, name, dyn_terms):
-  block = config.algorithm.get(name) or {}
-  kwargs = {k: type(v)(block.get(k, v)) for k, v in DEFAULTS.items()}
-  return fed_lesam(apply_fn, client_optimizer_from_config(config, gradient="sgd", owner=name),
-                   dyn_terms=dyn_terms, name=str(config.algorithm.get("name", name)), **kwargs)
-
-
-def build_fed_lesam_d(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedlesam_d.{alpha, rho, prox, perturbation,
-  first_participation}`."""
-  return _build(config, apply_fn, "fedlesam_d", dyn_terms=True)
-
-
-def build_fed_lesam(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedlesam.{rho, perturbation, first_participation}`."""
-  return _build(config, apply_fn, "fedlesam", dyn_terms=False)
+registration.register("fedlesam", fed_lesam, client="sgd", fixed=dict(dyn_terms=False),
+                      title="FedLESAM", paper="Fan et al., ICML 2024")
+registration.register("fedlesam_d", fed_lesam, client="sgd", fixed=dict(dyn_terms=True),
+                      title="FedLESAM-D", paper="Fan et al., ICML 2024")
+build_fed_lesam = registration.builder("fedlesam")
+build_fed_lesam_d = registration.builder("fedlesam_d")

@@ -13,17 +13,16 @@ FedGMT Table 7: beta = 1, tau = 1 (its "gamma" is this beta). Communication 1 do
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
+
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.fed_avg import fed_avg
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, losses
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
-from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
-                                          server_optimizer_from_config)
-
-DEFAULTS = dict(beta=1.0, tau=1.0)
 
 
 def ntd_loss(apply_fn: common.ApplyFn, beta: float, tau: float):
@@ -45,14 +44,15 @@ def ntd_loss(apply_fn: common.ApplyFn, beta: float, tau: float):
   return loss_fn
 
 
-def fed_ntd(apply_fn: common.ApplyFn, client_optimizer, beta: float = DEFAULTS["beta"],
-            tau: float = DEFAULTS["tau"],
+@checked
+def fed_ntd(apply_fn: common.ApplyFn, client_optimizer,
+            beta: Annotated[float, Field(">= 0", "weight of the not-true distillation "
+                                         "(FedGMT Table 7: 1)", sweepable=True)] = 1.0,
+            tau: Annotated[float, Field("> 0", "distillation temperature (FedGMT Table 7: 1)")]
+            = 1.0,
             server_optimizer: optax.GradientTransformation | None = None,
             name: str = "fedntd") -> FederatedAlgorithm:
-  if not hparams.is_traced(beta) and not beta >= 0:
-    raise ValueError(f"algorithm.fedntd.beta must be >= 0, got {beta}")
-  if not tau > 0:
-    raise ValueError(f"algorithm.fedntd.tau must be > 0, got {tau}")
+  beta, tau = hparams.scalar(beta), float(tau)
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = ntd_loss(apply_fn, beta, tau)
 
@@ -70,11 +70,6 @@ def fed_ntd(apply_fn: common.ApplyFn, client_optimizer, beta: float = DEFAULTS["
                              client_init=client_init, local_step=local_step)
 
 
-def build_fed_ntd(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedntd.{beta, tau}` (FedGMT Table 7: 1, 1)."""
-  block = config.algorithm.get("fedntd") or {}
-  return fed_ntd(apply_fn, client_optimizer_from_config(config),
-                 beta=hparams.scalar(block.get("beta", DEFAULTS["beta"])),
-                 tau=float(block.get("tau", DEFAULTS["tau"])),
-                 server_optimizer=server_optimizer_from_config(config),
-                 name=str(config.algorithm.get("name", "fedntd")))
+registration.register("fedntd", fed_ntd, server=True, title="FedNTD",
+                      paper="Lee et al., NeurIPS 2022")
+build_fed_ntd = registration.builder("fedntd")

@@ -9,24 +9,24 @@ setting's 0.9 unless the config sets it (the FedProx paper uses plain SGD).
 from __future__ import annotations
 
 import dataclasses
+from typing import Annotated
 
 import optax
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.fed_avg import fed_avg
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
-from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
-                                          server_optimizer_from_config)
-
-DEFAULT_MU = 0.01
 
 
-def fed_prox(apply_fn: common.ApplyFn, client_optimizer, mu: float = DEFAULT_MU,
+@checked
+def fed_prox(apply_fn: common.ApplyFn, client_optimizer,
+             mu: Annotated[float, Field(">= 0", "proximal weight (the paper's grid: "
+                                        "0.001, 0.01, 0.1, 1)", sweepable=True)] = 0.01,
              server_optimizer: optax.GradientTransformation | None = None,
              name: str = "fedprox") -> FederatedAlgorithm:
-  if not hparams.is_traced(mu) and not mu >= 0:
-    raise ValueError(f"algorithm.fedprox.mu must be >= 0, got {mu}")
+  mu = hparams.scalar(mu)
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
 
@@ -43,10 +43,6 @@ def fed_prox(apply_fn: common.ApplyFn, client_optimizer, mu: float = DEFAULT_MU,
                              client_init=client_init, local_step=local_step)
 
 
-def build_fed_prox(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedprox.mu`, optimisers from `config.local/server`."""
-  block = config.algorithm.get("fedprox") or {}
-  return fed_prox(apply_fn, client_optimizer_from_config(config),
-                  mu=hparams.scalar(block.get("mu", DEFAULT_MU)),
-                  server_optimizer=server_optimizer_from_config(config),
-                  name=str(config.algorithm.get("name", "fedprox")))
+registration.register("fedprox", fed_prox, server=True, title="FedProx",
+                      paper="Li et al., MLSys 2020")
+build_fed_prox = registration.builder("fedprox")

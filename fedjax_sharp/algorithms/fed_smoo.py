@@ -22,18 +22,17 @@ commits 653ebb5 and 502bec6 (BUILD_NOTES.md).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 import jax
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
 S_UPDATES = ("paper", "mu")
-DEFAULTS = dict(alpha=0.1, rho=0.05, prox="squared", dual_average="all", s_update="paper")
 
 
 @flax.struct.dataclass
@@ -60,16 +59,19 @@ class FedSMOOLocalState:
   last_e: Any  # the last step's perturbation e_K
 
 
-def fed_smoo(apply_fn: common.ApplyFn, client_optimizer, alpha: float = DEFAULTS["alpha"],
-             rho: float = DEFAULTS["rho"], prox: str = DEFAULTS["prox"],
-             dual_average: str = DEFAULTS["dual_average"], s_update: str = DEFAULTS["s_update"],
+@checked
+def fed_smoo(apply_fn: common.ApplyFn, client_optimizer,
+             alpha: Annotated[float, Field("> 0", "FedDyn dual coefficient")] = 0.1,
+             rho: Annotated[float, Field(">= 0", "SAM radius")] = 0.05,
+             prox: Annotated[str, Field(doc="proximal term", choices=dyn.PROX_MODES)]
+             = "squared",
+             dual_average: Annotated[str, Field(doc="server dual averaged over 'all' clients or "
+                                                "the 'active' cohort",
+                                                choices=dyn.DUAL_AVERAGES)] = "all",
+             s_update: Annotated[str, Field(doc="global perturbation update: 'paper' or 'mu'",
+                                            choices=S_UPDATES)] = "paper",
              name: str = "fedsmoo") -> FederatedAlgorithm:
-  prefix = f"algorithm.{name}"
-  dyn.validate(alpha, prox, dual_average, prefix=prefix)
-  if not rho >= 0:
-    raise ValueError(f"{prefix}.rho must be >= 0, got {rho}")
-  if s_update not in S_UPDATES:
-    raise ValueError(f"{prefix}.s_update={s_update!r} is not one of {list(S_UPDATES)}")
+  alpha, rho = float(alpha), float(rho)
   opt = common.as_client_optimizer(client_optimizer)
   if opt.is_sam:
     raise ValueError(f"{name} makes its own perturbation: give it an 'sgd' client optimiser")
@@ -123,9 +125,6 @@ def fed_smoo(apply_fn: common.ApplyFn, client_optimizer, alpha: float = DEFAULTS
       communication=Communication(down=2, up=2))
 
 
-def build_fed_smoo(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedsmoo.{alpha, rho, prox, dual_average, s_update}`."""
-  block = config.algorithm.get("fedsmoo") or {}
-  return fed_smoo(apply_fn, client_optimizer_from_config(config, gradient="sgd", owner="fedsmoo"),
-                  name=str(config.algorithm.get("name", "fedsmoo")),
-                  **{k: type(v)(block.get(k, v)) for k, v in DEFAULTS.items()})
+registration.register("fedsmoo", fed_smoo, client="sgd", title="FedSMOO",
+                      paper="Sun et al., ICML 2023")
+build_fed_smoo = registration.builder("fedsmoo")

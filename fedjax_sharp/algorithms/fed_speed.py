@@ -24,20 +24,19 @@ step. Communication 1 down, 1 up.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 
-from fedjax_sharp.algorithms import common
+from fedjax_sharp.algorithms import common, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import client_optimizer_from_config
 
 VARIANTS = {
     "paper": dict(alpha=0.95, normalize_ascent=False, dual_average="active", prox="squared"),
     "code": dict(alpha=1.0, normalize_ascent=True, dual_average="all", prox="squared"),
 }
-DEFAULTS = dict(lam=10.0, rho=0.05, variant="paper")
 
 
 @flax.struct.dataclass
@@ -48,26 +47,30 @@ class FedSpeedLocalState:
   h: Any          # g^_i, constant during the round
 
 
-def fed_speed(apply_fn: common.ApplyFn, client_optimizer, lam: float = DEFAULTS["lam"],
-              rho: float = DEFAULTS["rho"], variant: str = DEFAULTS["variant"],
-              alpha: float | None = None, normalize_ascent: bool | None = None,
-              dual_average: str | None = None, prox: str | None = None,
-              name: str = "fedspeed") -> FederatedAlgorithm:
+@checked
+def fed_speed(
+    apply_fn: common.ApplyFn, client_optimizer,
+    lam: Annotated[float, Field("> 0", "prox-correction penalty lambda (dual coefficient 1/lam)")]
+    = 10.0,
+    rho: Annotated[float, Field(">= 0", "ascent radius")] = 0.05,
+    variant: Annotated[str, Field(doc="presets of the options left None: 'paper' or 'code'",
+                                  choices=tuple(VARIANTS))] = "paper",
+    alpha: Annotated[float | None, Field("[0, 1]", "gradient mix (None: the variant's)")] = None,
+    normalize_ascent: Annotated[bool | None, Field(doc="normalise the ascent step (None: the "
+                                                   "variant's)")] = None,
+    dual_average: Annotated[str | None, Field(doc="'all' or 'active' (None: the variant's)",
+                                              choices=dyn.DUAL_AVERAGES)] = None,
+    prox: Annotated[str | None, Field(doc="proximal term (None: the variant's)",
+                                      choices=dyn.PROX_MODES)] = None,
+    name: str = "fedspeed") -> FederatedAlgorithm:
   """FedSpeed; `variant` ('paper' | 'code') presets the options left as None."""
   prefix = f"algorithm.{name}"
-  if variant not in VARIANTS:
-    raise ValueError(f"{prefix}.variant={variant!r} is not one of {sorted(VARIANTS)}")
+  lam, rho = float(lam), float(rho)
   preset = VARIANTS[variant]
   alpha = preset["alpha"] if alpha is None else float(alpha)
   normalize_ascent = preset["normalize_ascent"] if normalize_ascent is None else normalize_ascent
   dual_average = preset["dual_average"] if dual_average is None else dual_average
   prox = preset["prox"] if prox is None else prox
-  if not lam > 0:
-    raise ValueError(f"{prefix}.lam must be > 0, got {lam}")
-  if not 0.0 <= alpha <= 1.0:
-    raise ValueError(f"{prefix}.alpha must be in [0, 1], got {alpha}")
-  if not rho >= 0:
-    raise ValueError(f"{prefix}.rho must be >= 0, got {rho}")
   dyn_alpha = 1.0 / lam
   dyn.validate(dyn_alpha, prox, dual_average, prefix=prefix)
   opt = common.as_client_optimizer(client_optimizer)
@@ -102,16 +105,6 @@ def fed_speed(apply_fn: common.ApplyFn, client_optimizer, lam: float = DEFAULTS[
       communication=Communication(down=1, up=1))
 
 
-def build_fed_speed(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedspeed.{lam, rho, variant, alpha, normalize_ascent,
-  dual_average, prox}` (None: the variant's value)."""
-  block = config.algorithm.get("fedspeed") or {}
-  return fed_speed(apply_fn, client_optimizer_from_config(config, gradient="sgd",
-                                                          owner="fedspeed"),
-                   lam=float(block.get("lam", DEFAULTS["lam"])),
-                   rho=float(block.get("rho", DEFAULTS["rho"])),
-                   variant=str(block.get("variant", DEFAULTS["variant"])),
-                   alpha=block.get("alpha", None),
-                   normalize_ascent=block.get("normalize_ascent", None),
-                   dual_average=block.get("dual_average", None), prox=block.get("prox", None),
-                   name=str(config.algorithm.get("name", "fedspeed")))
+registration.register("fedspeed", fed_speed, client="sgd", title="FedSpeed",
+                      paper="Sun et al., ICLR 2023")
+build_fed_speed = registration.builder("fedspeed")

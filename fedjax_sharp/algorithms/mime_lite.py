@@ -25,14 +25,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.algorithms import common
+from typing import Annotated
+
+from fedjax_sharp.algorithms import common, registration
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
-                                          server_optimizer_from_config)
-
-DEFAULT_MOMENTUM = 0.0
-DEFAULT_BETA = 0.9
 
 
 @flax.struct.dataclass
@@ -57,11 +55,12 @@ class MimeLiteLocalState:
   num_examples: Any  # n_i
 
 
-def mime_lite(apply_fn: common.ApplyFn, client_optimizer, beta: float = DEFAULT_BETA,
+@checked
+def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
+              beta: Annotated[float, Field("[0, 1)", "server momentum (EMA) coefficient")] = 0.9,
               server_optimizer: optax.GradientTransformation | None = None,
               name: str = "mimelite") -> FederatedAlgorithm:
-  if not 0.0 <= beta < 1.0:
-    raise ValueError(f"algorithm.{name}.beta must be in [0, 1), got {beta}")
+  beta = float(beta)
   opt = common.as_client_optimizer(client_optimizer)
   server_optimizer = server_optimizer or optax.sgd(1.0)
   loss_fn = common.cross_entropy_loss(apply_fn)
@@ -121,11 +120,6 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer, beta: float = DEFAULT_
       communication=Communication(down=2, up=2))
 
 
-def build_mime_lite(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.mimelite.{beta, momentum}` (client momentum 0)."""
-  block = config.algorithm.get("mimelite") or {}
-  return mime_lite(apply_fn, client_optimizer_from_config(config, block=block,
-                                                          own_momentum=DEFAULT_MOMENTUM),
-                   beta=float(block.get("beta", DEFAULT_BETA)),
-                   server_optimizer=server_optimizer_from_config(config),
-                   name=str(config.algorithm.get("name", "mimelite")))
+registration.register("mimelite", mime_lite, client="own_momentum", server=True,
+                      title="MimeLite", paper="Karimireddy et al., 2021")
+build_mime_lite = registration.builder("mimelite")

@@ -19,7 +19,7 @@ control absorbs it (it is part of the local update). Communication: 2 models dow
 FedGamma is SCAFFOLD with a `sam` client optimiser: the perturbation uses the raw local
 gradient, the descent direction is `g_s - c_m + c` (FL-Simulator `server/FedGamma.py`), and
 the server control update is the same `(1/M) sum (c_m^+ - c_m)`. `rho = 0` is SCAFFOLD (tested).
-Client momentum: `config.algorithm.<name>.momentum`, 0 in both papers (`DEFAULT_MOMENTUM`).
+Client momentum: `config.algorithm.<name>.momentum`, 0 in both papers.
 """
 from __future__ import annotations
 
@@ -29,14 +29,12 @@ import flax.struct
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.algorithms import common
+from typing import Annotated
+
+from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms.hyperparameters import Field
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
-from fedjax_sharp.core.optimizers import (client_optimizer_from_config,
-                                          server_optimizer_from_config)
-
-DEFAULT_MOMENTUM = 0.0
-FEDGAMMA_DEFAULT_RHO = 0.05  # 5 x lr (FedGMT Table 7 convention); FedGloSS Table 13: 0.01-0.15
 
 
 @flax.struct.dataclass
@@ -108,21 +106,20 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
       communication=Communication(down=2, up=2))
 
 
-def build_scaffold(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: local optimiser from `config.local` with the momentum of
-  `config.algorithm.scaffold.momentum` (0, the paper's), server optimiser from `config.server`."""
-  block = config.algorithm.get("scaffold") or {}
-  return scaffold(apply_fn,
-                  client_optimizer_from_config(config, block=block, own_momentum=DEFAULT_MOMENTUM),
-                  server_optimizer_from_config(config),
-                  name=str(config.algorithm.get("name", "scaffold")))
+registration.register("scaffold", scaffold, client="own_momentum", server=True,
+                      title="SCAFFOLD", paper="Karimireddy et al., ICML 2020 (option II)")
+build_scaffold = registration.builder("scaffold")
 
 
-def build_fed_gamma(config, apply_fn) -> FederatedAlgorithm:
-  """Registry builder: `config.algorithm.fedgamma.rho` (SAM radius), momentum 0 by default."""
-  block = config.algorithm.get("fedgamma") or {}
-  opt = client_optimizer_from_config(config, block=block, own_momentum=DEFAULT_MOMENTUM,
-                                     gradient="sam", rho=float(block.get("rho", FEDGAMMA_DEFAULT_RHO)),
-                                     owner="fedgamma")
-  return scaffold(apply_fn, opt, server_optimizer_from_config(config),
-                  name=str(config.algorithm.get("name", "fedgamma")))
+def _fedgamma_client(config, name, *,
+                     rho: Annotated[float, Field(">= 0", "SAM radius (5 x lr, the FedGMT Table 7 "
+                                                 "convention; FedGloSS Table 13: 0.01-0.15)")]
+                     = 0.05,
+                     momentum: registration.OwnMomentum = 0.0):
+  return from_config.client_optimizer_from_config(config, own_momentum=float(momentum),
+                                                  gradient="sam", rho=float(rho), owner=name)
+
+
+registration.register("fedgamma", scaffold, client=_fedgamma_client, server=True,
+                      title="FedGamma", paper="Dai et al., IEEE TNNLS 2023")
+build_fed_gamma = registration.builder("fedgamma")

@@ -131,7 +131,7 @@ class HostClientTable:
 
 # The share of the memory (the accelerator's, or on a CPU the host's available memory) that
 # 'auto' lets the dense [M, ...] table take. The rest holds the model, the vmapped cohort (up to
-# half of an accelerator, `engine.VMAP_MEMORY_FRACTION`), the training set and XLA's workspace.
+# half of an accelerator, `execution.VMAP_MEMORY_FRACTION`), the training set and XLA's workspace.
 TABLE_MEMORY_FRACTION = 0.25
 
 

@@ -4,15 +4,12 @@ A sweep (`training.sweep`, `RoundEngine.sweep_round`) runs several experiments o
 as one compiled program. Besides seeds and learning rates they may differ in the algorithm
 hyperparameters its registry entry lists as sweepable (`algorithms.registry.SWEEPABLE`): inside
 the vmapped round the algorithm is rebuilt from a config whose swept fields hold traced scalars
-(`with_values`). Builders therefore read those fields with `scalar` (a Python number becomes a
+(`training.config_paths.with_values`). Builders therefore read those fields with `scalar` (a Python number becomes a
 float, a tracer passes through) and guard Python-side range checks and shortcuts (`gamma == 0`
 skips a teacher pass) with `is_traced`: each experiment's concrete config has already been
 built, and checked, the normal way before the sweep traces anything.
 """
 from __future__ import annotations
-
-import copy
-from typing import Any, Mapping
 
 import jax
 
@@ -25,27 +22,3 @@ def is_traced(x) -> bool:
 def scalar(x):
   """A hyperparameter as a Python float, or unchanged when it is traced (a sweep's lane)."""
   return x if is_traced(x) else float(x)
-
-
-def get(config, path: str):
-  """The value at a dotted `path` of a ConfigDict (KeyError naming the path if absent)."""
-  node = config
-  for part in path.split("."):
-    if part not in node:
-      raise KeyError(path)
-    node = node[part]
-  return node
-
-
-def with_values(config, values: Mapping[str, Any]):
-  """A copy of `config` with each dotted path of `values` set to its (possibly traced) value,
-  bypassing the ConfigDict's type checks (a tracer is not a float)."""
-  config = copy.deepcopy(config)
-  for path, value in values.items():
-    *parents, leaf = path.split(".")
-    node = config
-    for part in parents:
-      node = node[part]
-    with node.ignore_type():
-      setattr(node, leaf, value)
-  return config

@@ -1,4 +1,4 @@
-"""Client and server optimisers, and the helpers that build them from a config.
+"""Client and server optimisers (plain arguments; `algorithms/from_config.py` reads the config).
 
 A client's local optimiser is a `ClientOptimizer`: a gradient estimator (`sgd`, `sam` or
 `asam`, see `fedjax_sharp.core.sam`) plus an optax transform that applies the update at the
@@ -119,56 +119,3 @@ def server_optimizer(name: str, learning_rate: float, momentum: float = 0.0, b1:
   if name == "adagrad":
     return optax.adagrad(learning_rate, eps=eps)
   raise ValueError(f"{prefix}.optimizer={name!r} is not one of ['adagrad', 'adam', 'sgd', 'yogi']")
-
-
-# ------------------------------------------------------------------------------------------
-# From a config (`config.local`, `config.server`, `config.algorithm.<name>`).
-DEFAULT_MOMENTUM = 0.9  # the FedGMT paper's common setting
-
-
-def resolve_momentum(config, block=None, own_momentum: float | None = None) -> float:
-  """Client momentum. Algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
-  MimeLite: 0) pass `own_momentum` and read `config.algorithm.<name>.momentum` (their `block`),
-  so the FedGMT setting's 0.9 never leaks into them; the others use `config.local.momentum`,
-  and 0.9 (the FedGMT paper's) when that is None."""
-  if own_momentum is not None:
-    value = (block or {}).get("momentum", None)
-    return float(own_momentum if value is None else value)
-  momentum = config.local.get("momentum", None)
-  return float(DEFAULT_MOMENTUM if momentum is None else momentum)
-
-
-def client_optimizer_from_config(config, *, block=None, own_momentum: float | None = None,
-                                 gradient: str | None = None, rho=None,
-                                 eta: float | None = None,
-                                 owner: str | None = None) -> ClientOptimizer:
-  """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
-  `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
-
-  An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
-  FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
-  `eta`); `local.optimizer` must then be left at 'sgd', otherwise the two settings would
-  silently disagree, and the error says so. `owner` names the algorithm in that error.
-  """
-  local = config.local
-  requested = str(local.get("optimizer", "sgd"))
-  if requested not in sam.GRADIENTS:
-    raise ValueError(f"local.optimizer={requested!r} is not one of {list(sam.GRADIENTS)}")
-  if gradient is not None and requested != "sgd":
-    own = ("takes no SAM client optimiser" if gradient == "sgd" else
-           f"sets its own local gradient ({gradient!r}, radius config.algorithm.{owner}.rho)")
-    raise ValueError(f"local.optimizer={requested!r} conflicts with algorithm.name={owner!r}, "
-                     f"which {own}: leave local.optimizer='sgd'")
-  if gradient is None:
-    gradient = requested
-    rho = hparams.scalar(local.get("rho", 0.05)) if rho is None else rho
-    eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
-  tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
-                 weight_decay=float(local.weight_decay))
-  return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
-                         eta=0.0 if eta is None else float(eta))
-
-
-def server_optimizer_from_config(config) -> optax.GradientTransformation:
-  s = config.server
-  return server_optimizer(s.optimizer, s.lr, momentum=s.get("momentum", 0.0))

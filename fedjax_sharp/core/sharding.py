@@ -41,11 +41,10 @@ def make_mesh(clients: int | None = None, experiments: int = 1, devices=None) ->
   return Mesh(grid, (EXPERIMENTS, CLIENTS))
 
 
-def mesh_from_config(engine_cfg) -> Mesh | None:
-  """`engine.devices` (the 'clients' axis: 1 = no mesh, 0 = every device) and
-  `engine.experiment_devices` (a sweep's 'experiments' axis, default 1)."""
-  clients = int(engine_cfg.get("devices", 1))
-  experiments = int(engine_cfg.get("experiment_devices", 1))
+def mesh_for(devices: int = 1, experiment_devices: int = 1) -> Mesh | None:
+  """The mesh of a config's `engine.devices` (the 'clients' axis: 1 = no mesh, 0 = every
+  device) and `engine.experiment_devices` (a sweep's 'experiments' axis); None for one device."""
+  clients, experiments = int(devices), int(experiment_devices)
   if clients < 0:
     raise ValueError(f"engine.devices must be >= 0 (0 = all devices), got {clients}")
   if experiments < 1:

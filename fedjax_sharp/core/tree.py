@@ -66,12 +66,6 @@ def weighted_sum(tree_C, weights_C):
   return jax.tree.map(f, tree_C)
 
 
-def weighted_mean(tree_C, weights_C):
-  """Weighted mean over the leading axis; weights need not be normalised."""
-  total = jnp.sum(weights_C)
-  return scale(1.0 / jnp.maximum(total, 1e-30), weighted_sum(tree_C, weights_C))
-
-
 def stack(trees):
   return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 

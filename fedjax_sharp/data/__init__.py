@@ -10,6 +10,7 @@ them lazily.
 'natural' (its users / writers). Partition files: `save_partition` / `load_partition`
 (format in `partition_files`).
 """
+from fedjax_sharp.data import arrays
 from fedjax_sharp.data import augment
 from fedjax_sharp.data import federated_files
 from fedjax_sharp.data import partition
@@ -33,11 +34,11 @@ from fedjax_sharp.data.federated_files import load_federated_h5
 from fedjax_sharp.data.federated_files import load_federated_sqlite
 from fedjax_sharp.data.federated_files import load_imagefolder
 from fedjax_sharp.data.federated_files import load_landmarks_csv
-from fedjax_sharp.data.sources import DATASET_STATS
+from fedjax_sharp.data.arrays import DATASET_STATS
 from fedjax_sharp.data.sources import DatasetNotPreparedError
 from fedjax_sharp.data.sources import TFDS_DATASETS
 from fedjax_sharp.data.sources import TFDS_TEXT_DATASETS
-from fedjax_sharp.data.sources import channel_stats
+from fedjax_sharp.data.arrays import channel_stats
 from fedjax_sharp.data.sources import load_dataset
 from fedjax_sharp.data.sources import load_embedded
 from fedjax_sharp.data.sources import load_idx
@@ -45,8 +46,8 @@ from fedjax_sharp.data.sources import load_npz
 from fedjax_sharp.data.sources import load_tfds
 from fedjax_sharp.data.sources import load_tfds_text
 from fedjax_sharp.data.sources import read_idx
-from fedjax_sharp.data.sources import stratified_subset
-from fedjax_sharp.data.sources import subsample
+from fedjax_sharp.data.arrays import stratified_subset
+from fedjax_sharp.data.arrays import subsample
 from fedjax_sharp.data.text import Vocabulary
 from fedjax_sharp.data.text import load_vocabulary
 from fedjax_sharp.data.text import save_vocabulary
@@ -63,6 +64,7 @@ __all__ = [
     "TFDS_TEXT_DATASETS",
     "TokenDataset",
     "Vocabulary",
+    "arrays",
     "augment",
     "channel_stats",
     "dirichlet_balanced",

@@ -47,7 +47,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedjax_sharp.data import sources
+from fedjax_sharp.data.arrays import make_dataset
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
 
@@ -191,7 +191,7 @@ def load_imagefolder(root: str, name: str | None = None, image_size: int = 0,
     raise DataError(f"{root}: train images are {x_train.shape[1:]} but test images "
                     f"{x_test.shape[1:]}; set data.image_size")
   try:
-    return sources._make_dataset(  # pylint: disable=protected-access
+    return make_dataset(
         name, x_train, np.asarray(train_labels), x_test, np.asarray(test_labels),
         num_classes=num_classes,
         class_names=tuple(classes) if num_classes == len(classes) else None)
@@ -283,7 +283,7 @@ def load_landmarks_csv(train_csv: str, test_csv: str, image_dir: str,
   train_clients = [np.flatnonzero(users == u) for u in user_ids]
   num_classes = num_classes or len(classes)
   try:
-    return sources._make_dataset(  # pylint: disable=protected-access
+    return make_dataset(
         name, x_train, y_train, x_test, y_test, num_classes=num_classes,
         train_clients=train_clients, client_ids=tuple(user_ids),
         class_names=tuple(classes) if num_classes == len(classes) else None)
@@ -356,7 +356,7 @@ def _assemble_federated(name: str, per_split: dict, num_classes: int | None,
     _log.info("%s: num_classes=%d inferred from the labels (set data.num_classes to fix it)",
               where, num_classes)
   try:
-    return sources._make_dataset(  # pylint: disable=protected-access
+    return make_dataset(
         name, np.concatenate(xs), y_train, np.concatenate(txs), y_test,
         num_classes=num_classes, train_clients=train_clients,
         test_clients=[test_clients.get(c, np.zeros(0, np.int64)) for c in client_ids],
@@ -533,6 +533,10 @@ def load_federated_sqlite(path: str, name: str | None = None,
 # --------------------------------------------------------------------------------------
 # Config dispatch (called by `sources.load_dataset`).
 # --------------------------------------------------------------------------------------
+FILE_SOURCES = ("federated_h5", "federated_sqlite", "imagefolder", "landmarks_csv")
+EMBEDDED_NAMES = ("digits",)   # the embedded source's names (the base config's default)
+
+
 def _cfg(data_cfg, field, default=None):
   value = getattr(data_cfg, field, None)
   return default if value is None else value
@@ -541,7 +545,7 @@ def _cfg(data_cfg, field, default=None):
 def load_from_config(source: str, data_cfg: Any):
   """Loads a `FILE_SOURCES` dataset from config fields (see `sources.load_dataset`)."""
   name = _cfg(data_cfg, "name", "") or ""
-  if name in sources.EMBEDDED_NAMES:  # the base config's default; meaningless here
+  if name in EMBEDDED_NAMES:  # the base config's default; meaningless here
     name = ""
   path = _cfg(data_cfg, "path", "") or ""
   declared = int(_cfg(data_cfg, "num_classes", 0) or 0) or None
@@ -578,4 +582,4 @@ def load_from_config(source: str, data_cfg: Any):
   if source == "federated_sqlite":
     return load_federated_sqlite(path, name=name or None, num_classes=declared,
                                  invert=invert)
-  raise ValueError(f"data.source={source!r} is not one of {list(sources.FILE_SOURCES)}")
+  raise ValueError(f"data.source={source!r} is not one of {list(FILE_SOURCES)}")

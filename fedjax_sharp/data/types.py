@@ -230,7 +230,3 @@ class TokenDataset(_Common):
 
 Dataset = Any  # ArrayDataset | TokenDataset (kept loose for Python 3.10 annotations)
 
-
-def with_arrays(ds, **changes):
-  """A copy of `ds` (either container) with some fields replaced, re-validated."""
-  return dataclasses.replace(ds, **changes)

@@ -29,13 +29,18 @@ Communication in (x, y)-model units: 1 down, 1 up (SGDA+: plus x~ down).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 import optax
 
+import ml_collections
+from ml_collections import config_dict
+
+from fedjax_sharp.algorithms import hyperparameters
+from fedjax_sharp.algorithms.hyperparameters import Field
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
@@ -156,17 +161,88 @@ def minimax_algorithm(task, optimizers: PlayerOptimizers, *, rule: str = "fess_g
 
 
 # ------------------------------------------------------------------------------------------
-# Registry (config.algorithm.name for minimax tasks) and builders.
-DEFAULTS = {
-    "fess_gda": dict(eta_xg=1.0, eta_yg=1.0, p=0.0, beta=0.1),
-    "local_sgda": dict(),
-    "local_sgda_plus": dict(snapshot_every=10),
-    "fed_norm_sgda": dict(gamma_x=None, gamma_y=None),
-    "fed_norm_sgda_plus": dict(gamma_x=None, gamma_y=None, snapshot_every=10),
+# Registry (config.algorithm.name for minimax tasks): each factory's keyword arguments are its
+# hyperparameters (`algorithms.hyperparameters.Field`), the one home of their defaults.
+EtaG = Annotated[float, Field("> 0", "server step size (1 = plain averaging)")]
+SnapshotEvery = Annotated[int, Field(">= 1", "rounds between refreshes of the snapshot x~")]
+GammaX = Annotated[float | None, Field("> 0", "server rate of x (None: local.lr_x, plain "
+                                       "averaging)")]
+GammaY = Annotated[float | None, Field("> 0", "server rate of y (None: lr_y, plain averaging)")]
+
+
+def fess_gda(task, optimizers: PlayerOptimizers, *, eta_xg: EtaG = 1.0, eta_yg: EtaG = 1.0,
+             p: Annotated[float, Field(">= 0", "smoothing weight (0: Local SGDA)")] = 0.0,
+             beta: Annotated[float, Field("(0, 1)", "step of the smoothing variable z")] = 0.1,
+             name: str = "fess_gda") -> FederatedAlgorithm:
+  return minimax_algorithm(task, optimizers, rule="fess_gda", eta_xg=float(eta_xg),
+                           eta_yg=float(eta_yg), p=float(p), beta=float(beta), name=name)
+
+
+def local_sgda(task, optimizers: PlayerOptimizers, *,
+               name: str = "local_sgda") -> FederatedAlgorithm:
+  return minimax_algorithm(task, optimizers, rule="local_sgda", name=name)
+
+
+def local_sgda_plus(task, optimizers: PlayerOptimizers, *, snapshot_every: SnapshotEvery = 10,
+                    name: str = "local_sgda_plus") -> FederatedAlgorithm:
+  return minimax_algorithm(task, optimizers, rule="local_sgda",
+                           snapshot_every=int(snapshot_every), name=name)
+
+
+def fed_norm_sgda(task, optimizers: PlayerOptimizers, *, gamma_x: GammaX = None,
+                  gamma_y: GammaY = None, snapshot_every: int = 0,
+                  name: str = "fed_norm_sgda") -> FederatedAlgorithm:
+  """Default server rates (None): plain averaging, gamma = the local rate."""
+  return minimax_algorithm(task, optimizers, rule="fed_norm_sgda",
+                           gamma_x=float(gamma_x or optimizers.lr_x),
+                           gamma_y=float(gamma_y or optimizers.lr_y),
+                           snapshot_every=int(snapshot_every), name=name)
+
+
+def fed_norm_sgda_plus(task, optimizers: PlayerOptimizers, *, gamma_x: GammaX = None,
+                       gamma_y: GammaY = None, snapshot_every: SnapshotEvery = 10,
+                       name: str = "fed_norm_sgda_plus") -> FederatedAlgorithm:
+  return fed_norm_sgda(task, optimizers, gamma_x=gamma_x, gamma_y=gamma_y,
+                       snapshot_every=snapshot_every, name=name)
+
+
+FACTORIES = {"fess_gda": fess_gda, "local_sgda": local_sgda, "local_sgda_plus": local_sgda_plus,
+             "fed_norm_sgda": fed_norm_sgda, "fed_norm_sgda_plus": fed_norm_sgda_plus}
+MINIMAX_ALGORITHMS = tuple(FACTORIES)
+# Derived from the factories' signatures (not a second home).
+DEFAULTS = {name: hyperparameters.defaults(f) for name, f in FACTORIES.items()}
+TITLES = {
+    "fess_gda": ("FESS-GDA", "Shen et al., AISTATS 2024 (seed 004)"),
+    "local_sgda": ("Local SGDA", "Deng and Mahdavi, AISTATS 2021; Sharma et al., ICML 2022"),
+    "local_sgda_plus": ("Local SGDA+", "Sharma et al., ICML 2022"),
+    "fed_norm_sgda": ("Fed-Norm-SGDA", "Sharma et al., TMLR 2023"),
+    "fed_norm_sgda_plus": ("Fed-Norm-SGDA+", "Sharma et al., TMLR 2023"),
 }
-_RULES = {"fess_gda": "fess_gda", "local_sgda": "local_sgda", "local_sgda_plus": "local_sgda",
-          "fed_norm_sgda": "fed_norm_sgda", "fed_norm_sgda_plus": "fed_norm_sgda"}
-MINIMAX_ALGORITHMS = tuple(DEFAULTS)
+
+
+def config_blocks() -> dict[str, ml_collections.ConfigDict]:
+  """`config.algorithm.<name>` of every minimax algorithm (its factory's defaults)."""
+  out = {}
+  for name, f in FACTORIES.items():
+    block = ml_collections.ConfigDict()
+    for k, h in hyperparameters.fields(f).items():
+      setattr(block, k, config_dict.placeholder(h.type) if h.default is None else h.default)
+    out[name] = block
+  return out
+
+
+def _values(config, name) -> dict:
+  declared = hyperparameters.fields(FACTORIES[name])
+  block = (config.get("algorithm") or {}).get(name) or {}
+  given = {k: block[k] for k in block}
+  hyperparameters.check(f"algorithm.{name}", given, declared)
+  return {**hyperparameters.defaults(FACTORIES[name]), **given}
+
+
+def check_blocks(config) -> None:
+  """Every minimax block's fields are declared and in range (ConfigError naming the field)."""
+  for name in FACTORIES:
+    _values(config, name)
 
 
 def player_optimizers_from_config(config) -> PlayerOptimizers:
@@ -189,18 +265,8 @@ def player_optimizers_from_config(config) -> PlayerOptimizers:
 
 def build_minimax_algorithm(config, task) -> FederatedAlgorithm:
   name = config.algorithm.name
-  if name not in DEFAULTS:
+  if name not in FACTORIES:
     raise ValueError(f"algorithm.name={name!r} is not one of {list(MINIMAX_ALGORITHMS)} "
                      f"(the minimax algorithms; task.name={config.task.name!r})")
-  block = dict(DEFAULTS[name])
-  block.update({k: v for k, v in (config.algorithm.get(name) or {}).items() if v is not None})
-  opts = player_optimizers_from_config(config)
-  kwargs = dict(rule=_RULES[name], name=name,
-                snapshot_every=int(block.get("snapshot_every", 0)))
-  if name == "fess_gda":
-    kwargs.update(eta_xg=float(block["eta_xg"]), eta_yg=float(block["eta_yg"]),
-                  p=float(block["p"]), beta=float(block["beta"]))
-  if name.startswith("fed_norm"):  # default server rates: plain averaging (gamma = eta_l)
-    kwargs.update(gamma_x=float(block.get("gamma_x") or opts.lr_x),
-                  gamma_y=float(block.get("gamma_y") or opts.lr_y))
-  return minimax_algorithm(task, opts, **kwargs)
+  return FACTORIES[name](task, player_optimizers_from_config(config), name=name,
+                         **_values(config, name))

@@ -139,8 +139,7 @@ def feature_classifier(dataset, cache_path: str, epochs: int = 2, batch_size: in
                   for s in range(0, len(dataset.y_test), 1000))
     accuracy = correct / len(dataset.y_test)
     if cache_path:
-      from fedjax_sharp.training import metrics as metrics_lib
-      metrics_lib.atomic_write_bytes(cache_path, flax.serialization.to_bytes(
+      fileio.atomic_write_bytes(cache_path, flax.serialization.to_bytes(
           {"params": params, "test_accuracy": accuracy}))
   features = jax.jit(lambda xb: model.apply({"params": params}, xb, features=True))
   return features, accuracy

@@ -109,34 +109,43 @@ def guarded(main: Callable) -> Callable:
   return wrapper
 
 
-def _field_comments() -> dict[str, str]:
-  """`c.section.field = value  # comment` lines of base_config: field path -> comment."""
-  path = config_lib.__file__
-  comments, last_field = {}, None
-  with open(path) as f:
-    lines = f.read().splitlines()
-  for line in lines:
-    m = re.match(r"\s*c\.([\w.]+)\s*=.*?#\s*(.+)$", line)
-    if m:
-      comments[m.group(1)] = m.group(2).strip()
-      last_field = m.group(1)
-      continue
-    cont = re.match(r"\s*#\s{2,}(.+)$", line)   # a continued comment under the field
-    if cont and last_field:
-      comments[last_field] += " " + cont.group(1).strip()
-    elif line.strip() and not line.strip().startswith("#"):
-      last_field = None
-  return comments
+def field_docs() -> dict[str, str]:
+  """Field path -> one-line doc: `config.FIELD_DOCS` for the base fields, the factories'
+  `Field` docs for the algorithm blocks (data, not parsed source)."""
+  from fedjax_sharp.algorithms import registry
+  from fedjax_sharp.algorithms.hyperparameters import fields
+  from fedjax_sharp.minimax import algorithms as minimax
+  docs = dict(config_lib.FIELD_DOCS)
+  docs.update(registry.field_docs())
+  for name, factory in minimax.FACTORIES.items():
+    for k, h in fields(factory).items():
+      docs[f"algorithm.{name}.{k}"] = h.field.doc
+  return docs
 
 
 def format_config(config) -> str:
-  """Every field of the resolved config with its value and the comment of base_config."""
-  comments = _field_comments()
+  """Every field of the resolved config with its value and its own doc."""
+  docs = field_docs()
   out = io.StringIO()
   for key in _flat_keys(config):
     node = config
     for part in key.split("."):
       node = node[part]
-    comment = comments.get(key) or comments.get(key.rsplit(".", 1)[0], "")
-    out.write(f"{key} = {node!r}" + (f"    # {comment}" if comment else "") + "\n")
+    doc = docs.get(key, "")
+    out.write(f"{key} = {node!r}" + (f"    # {doc}" if doc else "") + "\n")
+  return out.getvalue()
+
+
+def format_fields(config, prefix: str = "") -> str:
+  """A `--help`-style listing (field, default, doc) of the fields under `prefix`, from the
+  same data as `format_config`."""
+  docs = field_docs()
+  out = io.StringIO()
+  for key in _flat_keys(config):
+    if not key.startswith(prefix):
+      continue
+    node = config
+    for part in key.split("."):
+      node = node[part]
+    out.write(f"  --config.{key}={node!r}\n" + (f"      {docs[key]}\n" if docs.get(key) else ""))
   return out.getvalue()

@@ -8,12 +8,99 @@ from __future__ import annotations
 import ml_collections
 from ml_collections import config_dict
 
-from fedjax_sharp.core.engine import CLIENT_STRATEGIES, LOCAL_LOOPS
+from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.core.client_table import CLIENT_TABLES
 from fedjax_sharp.models.registry import COMPUTE_DTYPES
 
-ANALYSIS_METRICS = ("lambda_max", "hessian_trace", "sam_sharpness", "client_percentiles")
+from fedjax_sharp.algorithms.hyperparameters import INF, in_range, range_text
 from fedjax_sharp.errors import ConfigError
+
+ANALYSIS_METRICS = ("lambda_max", "hessian_trace", "sam_sharpness", "client_percentiles")
+
+
+# The docs of base_config's fields (`--print_config`, `training.cli`); the algorithm blocks'
+# fields are documented by their factories (`algorithms.hyperparameters.Field`).
+FIELD_DOCS = {
+    'aggregation': "'examples' (n_m / sum n) or 'uniform'",
+    'data.source': "'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' | 'landmarks_csv' | 'federated_h5' | 'federated_sqlite'",
+    'data.name': 'digits | fashion_mnist | mnist | cifar10 | cifar100 | emnist[/digits|letters|...] | ag_news_subset | free (files)',
+    'data.path': "idx dir / npz file / tfds data_dir / ImageFolder root / Landmarks dir / federated .h5 or .sqlite ('' = default)",
+    'data.num_clients': "'file' / 'natural' partitions: 0 = all the given clients",
+    'data.partition': "'iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'",
+    'data.partition_path': "'file': a .json / .npz of per-client index lists (README)",
+    'data.partition_allow_duplicates': "'file': an index may belong to several clients",
+    'data.alpha': 'Dirichlet concentration (0 = one class per client)',
+    'data.dirichlet_mode': "'label' (Wang et al.; FedGMT) | 'balanced' (Hsu et al.; FedGloSS)",
+    'data.long_tail': "FedGMT's long-tail Dirichlet setting",
+    'data.imbalance_factor': 'n_most / n_least class',
+    'data.shards_per_client': 'Path(r)',
+    'data.examples_per_client': "'balanced' Dirichlet: 0 = N // num_clients (FedGloSS: 500)",
+    'data.num_classes': 'npz files: the class count if the file does not declare it',
+    'data.feed': "'device' (all examples on the device once) | 'host' (each round's examples gathered on the host, prefetched) | 'auto'",
+    'data.device_budget_mb': "'auto' feeds from the host above this training-set size",
+    'data.augment': "'none' | 'crop_flip' (pad 4, random crop, h-flip)",
+    'data.augment_pad': "zero padding of the random crop (FedGMT's text: 2; its code: 4)",
+    'data.max_train_examples': '0 = all (a seeded, class-stratified subset otherwise)',
+    'data.vocab_max_size': '0 = no limit',
+    'data.vocabulary_path': "'' = build it (saved as <workdir>/vocabulary.json)",
+    'data.image_size': 'imagefolder / landmarks_csv: resize to this (0 = keep / 64)',
+    'data.merge_valid': "imagefolder: CINIC-10's valid split joins train",
+    'data.train_csv': "landmarks_csv: '' = <path>/federated_train.csv",
+    'data.test_csv': "landmarks_csv: '' = <path>/test.csv",
+    'data.image_dir': "landmarks_csv: '' = <path>/images (or <path>)",
+    'data.test_path': "federated_h5: '' = path with 'train' -> 'test'",
+    'data.invert_pixels': 'federated_h5/sqlite: TFF white-background -> MNIST style',
+    'model.name': 'mcmahan_cnn | lenet5 | mlp | linear | vgg11 | vgg11_gn | resnet8 | resnet18 | vit_small | fasttext | mobilenet_v2_gn',
+    'model.resnet8': 'FedGMT code',
+    'model.vit_small': 'FedGMT code: sqrt(384)',
+    'model.fasttext': 'vocab from the dataset',
+    'local.epochs': 'E; K_m = E * ceil(n_m / B)',
+    'local.steps': '> 0: a fixed K for every client instead of epochs',
+    'local.lr_decay': 'eta_t = lr * lr_decay ** t (once per round)',
+    'local.rho': 'SAM radius (FedGMT Table 7: 5 x lr)',
+    'local.asam_eta': "ASAM's T = |w| + eta",
+    'server.optimizer': 'sgd (FedAvg with lr 1) | adam | yogi | adagrad',
+    'task.name': 'classification | quadratic | pl | simplex | bilinear | fair_classification | gan',
+    'engine.client_strategy': 'auto | vmap | map | chunked_vmap | unrolled | host',
+    'engine.chunk_size': "clients per vmapped chunk ('chunked_vmap')",
+    'engine.host_chunk': "local steps per jitted call ('host'; 1 is fastest on CPU)",
+    'engine.local_loop': 'auto | rolled | partial | unrolled',
+    'engine.skip_padding': "rolled loops stop at each client's last real step",
+    'engine.sort_clients': 'order the cohort by step count (chunked_vmap buckets)',
+    'engine.micro_batch': 'model called on pieces of this many examples in training',
+    'eval.every': 'evaluate every k rounds (always in the last `last_n`)',
+    'eval.last_n': 'report mean/std of test accuracy over the last N rounds',
+    'eval.target_accuracy': 'report the first round reaching it (0 = off)',
+    'eval.average_last': '> 0: also save the average of the last N global models',
+    'eval.hessian_every': '> 0: log lambda_max every k rounds (run by the analysis)',
+    'eval.hessian_examples': 'test examples for the logged lambda_max (0 = all)',
+    'eval.hessian_iters': 'power iterations (FedGloSS Appendix D: 20)',
+    'analysis.rho': 'sam_sharpness radius',
+    'analysis.trace_probes': 'hessian_trace Hutchinson probes',
+    'analysis.iters': 'lambda_max power iterations',
+    'eval.artifact_every': '> 0: task artifacts (GAN sample grids) every k rounds',
+    'log_every': 'progress line every k rounds',
+    'checkpoint_every': '> 0: save server + client state every k rounds (workdir)',
+    'checkpoint_keep': 'checkpoints kept under <workdir>/checkpoints (orbax)',
+    'resume': "continue from the newest checkpoint of the same setting; False: discard the workdir's results and start over",
+    'training.on_nonfinite': "'stop' (status 'diverged', exit 3) | 'warn' (log, go on)",
+    'model.compute_dtype': "'float32' | 'bfloat16' (forward/backward in bfloat16, weights and updates in float32)",
+    'local.momentum': "client momentum; None = the algorithm's paper default (0.9, or 0 for SCAFFOLD, FedGamma, FedCM, MoFedSAM, MimeLite)",
+    'local.optimizer': "local gradient of the algorithms that take any client optimiser: 'sgd' | 'sam' | 'asam' (fedavg + sam is the deprecated spelling of fedsam)",
+    'algorithm.name': 'the algorithm (docs/algorithms/index.md); its hyperparameters: config.algorithm.<name>',
+    'engine.client_table': "per-client state table: 'device' | 'host' | 'auto' (host above the budget)",
+    'engine.client_table_budget_mb': "'auto''s budget for the dense table: 0 = a quarter of the device's memory; > 0: MiB",
+    'engine.devices': 'devices of the client mesh (1 = one device, 0 = all)',
+    'engine.experiment_devices': 'devices a sweep splits its experiments over',
+    'data.validation_examples': '> 0: hold out this many training examples and evaluate on them (tuning)',
+    'data.validation_seed': 'seed of the held-out validation examples',
+    'data.max_length': 'text: tokens per example',
+    'data.vocab_min_count': 'text: minimum token count of the vocabulary',
+    'log.tensorboard': 'write TensorBoard event files under <workdir>/tensorboard',
+    'analysis.every': 'analysis metrics every k rounds (0 = off)',
+    'analysis.metrics': 'any of ANALYSIS_METRICS',
+    'analysis.examples': 'test examples the analysis uses',
+}
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -22,33 +109,29 @@ def base_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.rounds = 50
   c.clients_per_round = 10
-  c.aggregation = "examples"       # 'examples' (n_m / sum n) or 'uniform'
+  c.aggregation = "examples"
 
   c.data = ml_collections.ConfigDict()
-  c.data.source = "embedded"       # 'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' |
-  #                                  'landmarks_csv' | 'federated_h5' | 'federated_sqlite'
-  c.data.name = "digits"           # digits | fashion_mnist | mnist | cifar10 | cifar100 |
-  #                                  emnist[/digits|letters|...] | ag_news_subset | free (files)
-  c.data.path = ""                 # idx dir / npz file / tfds data_dir / ImageFolder root /
-  #                                  Landmarks dir / federated .h5 or .sqlite ('' = default)
-  c.data.num_clients = 100         # 'file' / 'natural' partitions: 0 = all the given clients
-  c.data.partition = "iid"         # 'iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'
-  c.data.partition_path = ""       # 'file': a .json / .npz of per-client index lists (README)
-  c.data.partition_allow_duplicates = False  # 'file': an index may belong to several clients
-  c.data.alpha = 0.1               # Dirichlet concentration (0 = one class per client)
-  c.data.dirichlet_mode = "label"  # 'label' (Wang et al.; FedGMT) | 'balanced' (Hsu et al.; FedGloSS)
-  c.data.long_tail = False         # FedGMT's long-tail Dirichlet setting
-  c.data.imbalance_factor = 2.0    # n_most / n_least class
-  c.data.shards_per_client = 2     # Path(r)
-  c.data.examples_per_client = 0   # 'balanced' Dirichlet: 0 = N // num_clients (FedGloSS: 500)
-  c.data.num_classes = 0           # npz files: the class count if the file does not declare it
-  c.data.feed = "auto"             # 'device' (all examples on the device once) | 'host' (each
-  #                                  round's examples gathered on the host, prefetched) | 'auto'
-  c.data.device_budget_mb = 2048   # 'auto' feeds from the host above this training-set size
-  c.data.augment = "none"          # 'none' | 'crop_flip' (pad 4, random crop, h-flip)
+  c.data.source = "embedded"
+  c.data.name = "digits"
+  c.data.path = ""
+  c.data.num_clients = 100
+  c.data.partition = "iid"
+  c.data.partition_path = ""
+  c.data.partition_allow_duplicates = False
+  c.data.alpha = 0.1
+  c.data.dirichlet_mode = "label"
+  c.data.long_tail = False
+  c.data.imbalance_factor = 2.0
+  c.data.shards_per_client = 2
+  c.data.examples_per_client = 0
+  c.data.num_classes = 0
+  c.data.feed = "auto"
+  c.data.device_budget_mb = 2048
+  c.data.augment = "none"
   c.data.augment_per_example = True
-  c.data.augment_pad = 4           # zero padding of the random crop (FedGMT's text: 2; its code: 4)
-  c.data.max_train_examples = 0    # 0 = all (a seeded, class-stratified subset otherwise)
+  c.data.augment_pad = 4
+  c.data.max_train_examples = 0
   c.data.max_test_examples = 0
   # > 0: hold out this many training examples (seeded by validation_seed, class-stratified),
   # never trained on, and evaluate on them instead of the test split: for tuning.
@@ -57,37 +140,36 @@ def base_config() -> ml_collections.ConfigDict:
   # Text (tfds ag_news_subset): tokens per example, vocabulary from the training split.
   c.data.max_length = 200
   c.data.vocab_min_count = 2
-  c.data.vocab_max_size = 0        # 0 = no limit
-  c.data.vocabulary_path = ""      # '' = build it (saved as <workdir>/vocabulary.json)
+  c.data.vocab_max_size = 0
+  c.data.vocabulary_path = ""
   # Local file sources (fedjax_sharp/data/federated_files.py).
-  c.data.image_size = 0            # imagefolder / landmarks_csv: resize to this (0 = keep / 64)
-  c.data.merge_valid = False       # imagefolder: CINIC-10's valid split joins train
-  c.data.train_csv = ""            # landmarks_csv: '' = <path>/federated_train.csv
-  c.data.test_csv = ""             # landmarks_csv: '' = <path>/test.csv
-  c.data.image_dir = ""            # landmarks_csv: '' = <path>/images (or <path>)
-  c.data.test_path = ""            # federated_h5: '' = path with 'train' -> 'test'
-  c.data.invert_pixels = True      # federated_h5/sqlite: TFF white-background -> MNIST style
+  c.data.image_size = 0
+  c.data.merge_valid = False
+  c.data.train_csv = ""
+  c.data.test_csv = ""
+  c.data.image_dir = ""
+  c.data.test_path = ""
+  c.data.invert_pixels = True
 
   c.model = ml_collections.ConfigDict()
   # 'bfloat16': the forward and backward passes in bfloat16, the weights (and every update,
   # aggregate and server state) kept in float32 (mixed precision; no loss scaling needed).
   c.model.compute_dtype = "float32"
-  c.model.name = "mcmahan_cnn"     # mcmahan_cnn | lenet5 | mlp | linear | vgg11 | vgg11_gn |
-  #                                  resnet8 | resnet18 | vit_small | fasttext | mobilenet_v2_gn
+  c.model.name = "mcmahan_cnn"
   # Model fields (fedjax_sharp/models/zoo.py), read for the selected model only.
-  c.model.resnet8 = ml_collections.ConfigDict(dict(groups=2, stem="imagenet"))   # FedGMT code
+  c.model.resnet8 = ml_collections.ConfigDict(dict(groups=2, stem="imagenet"))
   c.model.resnet18 = ml_collections.ConfigDict(dict(groups=2, stem="cifar"))
-  c.model.vit_small = ml_collections.ConfigDict(dict(attn_scale="width"))  # FedGMT code: sqrt(384)
-  c.model.fasttext = ml_collections.ConfigDict(dict(pool="nonpad"))  # vocab from the dataset
+  c.model.vit_small = ml_collections.ConfigDict(dict(attn_scale="width"))
+  c.model.fasttext = ml_collections.ConfigDict(dict(pool="nonpad"))
   c.model.mobilenet_v2_gn = ml_collections.ConfigDict(dict(width_mult=1.0, groups=2))
   c.model.vgg11_gn = ml_collections.ConfigDict(dict(groups=2))
 
   c.local = ml_collections.ConfigDict()
-  c.local.epochs = 1               # E; K_m = E * ceil(n_m / B)
-  c.local.steps = 0                # > 0: a fixed K for every client instead of epochs
+  c.local.epochs = 1
+  c.local.steps = 0
   c.local.batch_size = 50
   c.local.lr = 0.01
-  c.local.lr_decay = 0.998         # eta_t = lr * lr_decay ** t (once per round)
+  c.local.lr_decay = 0.998
   # None = the algorithm's paper default: 0.9 (the FedGMT setting) for most, 0 for SCAFFOLD,
   # FedGamma, FedCM, MoFedSAM and MimeLite. Paper-reproduction configs set it explicitly.
   c.local.momentum = config_dict.placeholder(float)
@@ -96,58 +178,27 @@ def base_config() -> ml_collections.ConfigDict:
   # scaffold, fedcm, fedntd): 'sgd' | 'sam' | 'asam' (fedavg + sam = FedSAM, feddyn + sam =
   # FedDyn+SAM). Algorithms with their own perturbation read rho from their block instead.
   c.local.optimizer = "sgd"
-  c.local.rho = 0.05               # SAM radius (FedGMT Table 7: 5 x lr)
-  c.local.asam_eta = 0.0           # ASAM's T = |w| + eta
+  c.local.rho = 0.05
+  c.local.asam_eta = 0.0
 
   c.server = ml_collections.ConfigDict()
-  c.server.optimizer = "sgd"       # sgd (FedAvg with lr 1) | adam | yogi | adagrad
+  c.server.optimizer = "sgd"
   c.server.lr = 1.0
   c.server.momentum = 0.0
 
   c.algorithm = ml_collections.ConfigDict()
   c.algorithm.name = "fedavg"
-  # Per-algorithm hyperparameters, each in its own block (paper defaults; rho = 5 x lr is the
-  # FedGMT Table 7 choice at lr 0.01, rho = lr on CIFAR-100). `momentum` inside a block is the
-  # client momentum of algorithms whose papers fix it (0); the others use `local.momentum`.
+  # Per-algorithm hyperparameters, each in its own block, derived from the keyword arguments
+  # of the algorithm's factory (its one home: defaults, ranges, docs; algorithms/registration.py).
   block = lambda **kw: ml_collections.ConfigDict(kw)
-  c.algorithm.fedprox = block(mu=0.01)
-  c.algorithm.scaffold = block(momentum=0.0)
-  c.algorithm.fedcm = block(beta=0.1, server_lr_relative=1.0, momentum=0.0)
-  c.algorithm.mimelite = block(beta=0.9, momentum=0.0)
-  c.algorithm.fedntd = block(beta=1.0, tau=1.0)                  # FedGMT Table 7
-  c.algorithm.feddyn = block(alpha=0.1, prox="squared")          # 1/beta, beta=10 (FedGMT Table 7)
-  c.algorithm.fedsam = block(rho=0.05)
-  c.algorithm.fedasam = block(rho=0.5, eta=0.2)                  # Caldarola et al. 2022
-  c.algorithm.mofedsam = block(rho=0.1, beta=0.1, server_lr_relative=1.0, momentum=0.0)
-  c.algorithm.fedgamma = block(rho=0.05, momentum=0.0)
-  c.algorithm.feddyn_sam = block(rho=0.05, alpha=0.1, prox="squared")
-  c.algorithm.fedspeed = block(lam=10.0, rho=0.05, variant="paper",
-                               alpha=config_dict.placeholder(float),
-                               normalize_ascent=config_dict.placeholder(bool),
-                               dual_average=config_dict.placeholder(str),
-                               prox=config_dict.placeholder(str))
-  c.algorithm.fedsmoo = block(alpha=0.1, rho=0.05, prox="squared", dual_average="all",
-                              s_update="paper")
-  c.algorithm.fedlesam = block(alpha=0.1, rho=0.05, prox="squared", perturbation="paper",
-                               first_participation="zero")
-  c.algorithm.fedlesam_d = block(alpha=0.1, rho=0.05, prox="squared", perturbation="paper",
-                                 first_participation="zero")
-  fedgloss = dict(rho=0.15, rho_l=0.15, rho0=0.001, ramp_rounds=0, beta=10.0, eta_s=1.0,
-                  admm=True, client_optimizer="sgd", asam_eta=0.0, dual_scale="paper",
-                  server_schedule="paper", refresh_per_epoch=False)
-  c.algorithm.fedgloss = block(**fedgloss)          # FedGloSS CIFAR-10 CNN (Table 13)
-  c.algorithm.naive_fedgloss = block(**fedgloss)
-  c.algorithm.fedgmt = block(gamma=1.0, tau=3.0, alpha=0.95, beta=10.0, admm=True,
-                             bookkeeping="paper", tau_squared=True)
-  c.algorithm.fedgmt_v2 = block(gamma=1.0, tau=3.0, alpha=0.5, beta=10.0, admm=True,
-                                bookkeeping="paper", tau_squared=True,
-                                v2_ema_init="first_received")
+  from fedjax_sharp.algorithms.registry import config_blocks
+  for name, algorithm_block in config_blocks().items():
+    c.algorithm[name] = algorithm_block
 
   # Federated minimax (task.name != 'classification'): the task, the players' local optimisers
   # and the minimax algorithms' blocks (fedjax_sharp/minimax).
   c.task = ml_collections.ConfigDict()
-  c.task.name = "classification"   # classification | quadratic | pl | simplex | bilinear |
-  #                                  fair_classification | gan
+  c.task.name = "classification"
   c.task.quadratic = block(num_clients=8, hetero_a=0.3, hetero_bc=1.0)
   c.task.pl = block(num_clients=8, hetero=0.5)
   c.task.simplex = block(num_clients=6, lam=0.0, hetero=0.5)
@@ -157,24 +208,19 @@ def base_config() -> ml_collections.ConfigDict:
   c.minimax = ml_collections.ConfigDict(dict(
       lr_x=0.02, lr_y=0.2, optimizer_x="sgd", optimizer_y="sgd", momentum=0.0, b1=0.5,
       b2=0.999))
-  c.algorithm.fess_gda = block(eta_xg=1.0, eta_yg=1.0, p=0.0, beta=0.1)
-  c.algorithm.local_sgda = block()
-  c.algorithm.local_sgda_plus = block(snapshot_every=10)
-  c.algorithm.fed_norm_sgda = block(gamma_x=config_dict.placeholder(float),
-                                    gamma_y=config_dict.placeholder(float))
-  c.algorithm.fed_norm_sgda_plus = block(gamma_x=config_dict.placeholder(float),
-                                         gamma_y=config_dict.placeholder(float),
-                                         snapshot_every=10)
+  from fedjax_sharp.minimax.algorithms import config_blocks as minimax_blocks
+  for name, algorithm_block in minimax_blocks().items():
+    c.algorithm[name] = algorithm_block
 
   c.engine = ml_collections.ConfigDict()
-  c.engine.client_strategy = "auto"  # auto | vmap | map | chunked_vmap | unrolled | host
-  c.engine.chunk_size = 4            # clients per vmapped chunk ('chunked_vmap')
-  c.engine.host_chunk = 1            # local steps per jitted call ('host'; 1 is fastest on CPU)
-  c.engine.local_loop = "auto"       # auto | rolled | partial | unrolled
+  c.engine.client_strategy = "auto"
+  c.engine.chunk_size = 4
+  c.engine.host_chunk = 1
+  c.engine.local_loop = "auto"
   c.engine.unroll = 4
-  c.engine.skip_padding = True       # rolled loops stop at each client's last real step
-  c.engine.sort_clients = False      # order the cohort by step count (chunked_vmap buckets)
-  c.engine.micro_batch = 0           # model called on pieces of this many examples in training
+  c.engine.skip_padding = True
+  c.engine.sort_clients = False
+  c.engine.micro_batch = 0
                                      # (0 = whole batches; models.registry.in_pieces)
   # Per-client state table: 'device' (dense [M, ...] updated inside jit) | 'host' (host memory,
   # the cohort's rows only reach the device; large M) | 'auto' (host above the budget).
@@ -189,14 +235,14 @@ def base_config() -> ml_collections.ConfigDict:
   c.engine.experiment_devices = 1
 
   c.eval = ml_collections.ConfigDict()
-  c.eval.every = 1                 # evaluate every k rounds (always in the last `last_n`)
+  c.eval.every = 1
   c.eval.batch_size = 1000
-  c.eval.last_n = 20               # report mean/std of test accuracy over the last N rounds
-  c.eval.target_accuracy = 0.0     # report the first round reaching it (0 = off)
-  c.eval.average_last = 0          # > 0: also save the average of the last N global models
-  c.eval.hessian_every = 0         # > 0: log lambda_max every k rounds (run by the analysis)
-  c.eval.hessian_examples = 1000   # test examples for the logged lambda_max (0 = all)
-  c.eval.hessian_iters = 20        # power iterations (FedGloSS Appendix D: 20)
+  c.eval.last_n = 20
+  c.eval.target_accuracy = 0.0
+  c.eval.average_last = 0
+  c.eval.hessian_every = 0
+  c.eval.hessian_examples = 1000
+  c.eval.hessian_iters = 20
 
   # Analysis during training (fedjax_sharp/analysis), logged to metrics.jsonl every `every`
   # rounds and at the last one, on the first `examples` test examples. metrics: any of
@@ -210,17 +256,16 @@ def base_config() -> ml_collections.ConfigDict:
   c.analysis.every = 0
   c.analysis.metrics = ()
   c.analysis.examples = 1000
-  c.analysis.rho = 0.05            # sam_sharpness radius
-  c.analysis.trace_probes = 20     # hessian_trace Hutchinson probes
-  c.analysis.iters = 20            # lambda_max power iterations
-  c.eval.artifact_every = 0        # > 0: task artifacts (GAN sample grids) every k rounds
-  c.log_every = 1                  # progress line every k rounds
-  c.checkpoint_every = 0           # > 0: save server + client state every k rounds (workdir)
-  c.checkpoint_keep = 2            # checkpoints kept under <workdir>/checkpoints (orbax)
-  c.resume = True                  # continue from the newest checkpoint of the same setting;
-  #                                  False: discard the workdir's results and start over
+  c.analysis.rho = 0.05
+  c.analysis.trace_probes = 20
+  c.analysis.iters = 20
+  c.eval.artifact_every = 0
+  c.log_every = 1
+  c.checkpoint_every = 0
+  c.checkpoint_keep = 2
+  c.resume = True
   c.training = ml_collections.ConfigDict()
-  c.training.on_nonfinite = "stop"  # 'stop' (status 'diverged', exit 3) | 'warn' (log, go on)
+  c.training.on_nonfinite = "stop"
   return c
 
 
@@ -243,56 +288,37 @@ def _one_of(value, allowed, field):
     raise ConfigError(f"{field}={value!r} is not one of {sorted(allowed)}")
 
 
-INF = float("inf")
-# Numeric ranges of every algorithm block's fields: (low, high, low inclusive, high inclusive).
-# None values (placeholders: "the variant's / algorithm's default") are allowed.
-_NONNEG, _POS = (0.0, INF, True, False), (0.0, INF, False, False)
-_UNIT_OPEN_HIGH, _UNIT_OPEN_LOW = (0.0, 1.0, True, False), (0.0, 1.0, False, True)
-_UNIT, _UNIT_OPEN = (0.0, 1.0, True, True), (0.0, 1.0, False, False)
-BLOCK_RANGES = {
-    "rho": _NONNEG, "rho_l": _NONNEG, "rho0": _NONNEG, "mu": _NONNEG, "eta": _NONNEG,
-    "asam_eta": _NONNEG, "gamma": _NONNEG, "p": _NONNEG, "tau": _POS, "lam": _POS,
-    "eta_s": _POS, "eta_xg": _POS, "eta_yg": _POS, "gamma_x": _POS, "gamma_y": _POS,
-    "server_lr_relative": _POS, "momentum": _UNIT_OPEN_HIGH, "ramp_rounds": _NONNEG,
-    "snapshot_every": (1.0, INF, True, False), "num_clients": (1.0, INF, True, False),
-    "hetero": _NONNEG, "hetero_a": _NONNEG, "hetero_bc": _NONNEG, "fd_samples": (2.0, INF, True, False),
-    "classifier_epochs": (1.0, INF, True, False),
-}
-# Fields whose range depends on the block.
-BLOCK_FIELD_RANGES = {
-    ("feddyn", "alpha"): _POS, ("feddyn_sam", "alpha"): _POS, ("fedsmoo", "alpha"): _POS,
-    ("fedlesam", "alpha"): _POS, ("fedlesam_d", "alpha"): _POS, ("fedspeed", "alpha"): _UNIT,
-    ("fedgmt", "alpha"): _UNIT, ("fedgmt_v2", "alpha"): _UNIT,
-    ("fedgmt", "beta"): _POS, ("fedgmt_v2", "beta"): _POS, ("fedgloss", "beta"): _POS,
-    ("naive_fedgloss", "beta"): _POS, ("fedntd", "beta"): _NONNEG, ("fedcm", "beta"): _UNIT_OPEN_LOW,
-    ("mofedsam", "beta"): _UNIT_OPEN_LOW, ("mimelite", "beta"): _UNIT_OPEN_HIGH,
-    ("fess_gda", "beta"): _UNIT_OPEN, ("simplex", "lam"): _NONNEG, ("fair_classification", "lam"): _NONNEG,
+# Ranges of the task blocks' fields: (low, high, low inclusive, high inclusive). The algorithm
+# blocks' ranges are declared with their factories (`algorithms.hyperparameters.Field`).
+_NONNEG, _AT_LEAST_1 = (0.0, INF, True, False), (1.0, INF, True, False)
+TASK_RANGES = {
+    "num_clients": _AT_LEAST_1, "hetero": _NONNEG, "hetero_a": _NONNEG, "hetero_bc": _NONNEG,
+    "lam": _NONNEG, "fd_samples": (2.0, INF, True, False), "classifier_epochs": _AT_LEAST_1,
 }
 
 
-def _in_range(value, spec) -> bool:
-  low, high, low_in, high_in = spec
-  return ((value > low or (low_in and value == low)) and
-          (value < high or (high_in and value == high)))
-
-
-def _range_text(spec) -> str:
-  low, high, low_in, high_in = spec
-  if high == INF:
-    return f"must be {'>=' if low_in else '>'} {low:g}"
-  return f"must be in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
-
-
-def _validate_blocks(section, prefix: str) -> None:
+def _validate_task_blocks(section, prefix: str) -> None:
   for block_name, block in section.items():
     if not hasattr(block, "items"):
       continue
     for field, value in block.items():
       if value is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
         continue
-      spec = BLOCK_FIELD_RANGES.get((block_name, field), BLOCK_RANGES.get(field))
-      if spec is not None and not _in_range(float(value), spec):
-        raise ConfigError(f"{prefix}.{block_name}.{field} {_range_text(spec)}, got {value}")
+      spec = TASK_RANGES.get(field)
+      if spec is not None and not in_range(float(value), spec):
+        raise ConfigError(f"{prefix}.{block_name}.{field} {range_text(spec)}, got {value}")
+
+
+def _validate_algorithm_blocks(config) -> None:
+  """Every algorithm block: its fields declared by the factory, in their ranges; the selected
+  algorithm's `config.server` settings used (algorithms/registration.py)."""
+  from fedjax_sharp.algorithms import registry
+  from fedjax_sharp.minimax import algorithms as minimax_algorithms
+  for name in registry.ALGORITHMS:
+    registry.ALGORITHMS[name].values(config)
+  minimax_algorithms.check_blocks(config)
+  if not is_minimax(config) and config.algorithm.name in registry.ALGORITHMS:
+    registry.ALGORITHMS[config.algorithm.name].check_server(config)
 
 
 TASKS = ("classification", "quadratic", "pl", "simplex", "bilinear", "fair_classification",
@@ -429,9 +455,9 @@ def validate(config) -> None:
   _check(config.data.get("validation_examples", 0) >= 0, "data.validation_examples",
          f"must be >= 0 (0 = evaluate on the test split), got "
          f"{config.data.get('validation_examples')}")
-  _validate_blocks(config.algorithm, "algorithm")
+  _validate_algorithm_blocks(config)
   if "task" in config:
-    _validate_blocks(config.task, "task")
+    _validate_task_blocks(config.task, "task")
   if "minimax" in config:
     for field in ("lr_x", "lr_y"):
       _check(config.minimax[field] > 0, f"minimax.{field}", f"must be > 0, got "

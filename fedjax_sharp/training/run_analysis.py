@@ -9,11 +9,13 @@ import time
 
 import ml_collections
 
+from fedjax_sharp.training import experiment as experiment_lib
 from fedjax_sharp.training import loop
+from fedjax_sharp.training import recorder
 from fedjax_sharp.training import metrics as metrics_lib
 
 HESSIAN_FILE = "hessian.json"
-MODELS = {"final": loop.FINAL_PARAMS, "average": loop.AVERAGE_PARAMS}
+MODELS = {"final": recorder.FINAL_PARAMS, "average": recorder.AVERAGE_PARAMS}
 
 
 def load_run_config(run_dir: str) -> ml_collections.ConfigDict:
@@ -49,7 +51,7 @@ def _load(run_dir: str, model: str, experiment=None):
             " (runs save it when they finish)")
     raise FileNotFoundError(f"{path} does not exist{hint}")
   exp = experiment or loop.build_experiment(load_run_config(run_dir))
-  return exp, loop.load_params(path, exp.init_params)
+  return exp, recorder.load_params(path, exp.init_params)
 
 
 def _batches(exp, examples: int, batch_size: int = 500):
@@ -137,7 +139,7 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
          "examples": examples or int(len(exp.dataset.y_test)),
          "centre_loss": float(surf["loss"][num // 2, num // 2])}
   if other:
-    other_params = loop.load_params(os.path.join(other, MODELS[model]), exp.init_params)
+    other_params = recorder.load_params(os.path.join(other, MODELS[model]), exp.init_params)
     line = landscape.interpolate(loss_fn, params, other_params, batches, acc_fn=acc_fn)
     other_cfg = load_run_config(other)
     out["interpolation_png"] = landscape.save_line(
@@ -170,7 +172,7 @@ def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
   local_alg = build_algorithm(local_cfg, exp.apply_fn)
   engine = RoundEngine(local_alg, len(exp.client_indices), exp.engine.execution,
                        preprocess=exp.engine.preprocess)
-  train_key = jax.random.fold_in(jax.random.key(config.seed), loop.STREAM_TRAIN)
+  train_key = jax.random.fold_in(jax.random.key(config.seed), experiment_lib.STREAM_TRAIN)
   last = config.rounds - 1
 
   from fedjax_sharp.core import TrainData  # pylint: disable=g-import-not-at-top

@@ -13,7 +13,7 @@ exactly as if it ran alone: the round engine vmaps its jitted round over a leadi
 axis (`RoundEngine.sweep_round`), with the training set shared and each experiment's data plan
 padded to the longest plan with masked (no-op) steps. Each experiment writes its own run
 directory (config.json, metrics.jsonl round by round, checkpoints, summary.json: the same files
-as `loop.run`), through the same `loop.RunRecorder`, so tables and resumption work unchanged;
+as `loop.run`), through the same `recorder.RunRecorder`, so tables and resumption work unchanged;
 `round_time_s` there is the whole sweep's round (`sweep_size` in the summary says how many
 shared it). A diverged experiment is closed with status 'diverged' and the others go on.
 Experiments resumed from checkpoints of different rounds wait for the sweep to reach theirs.
@@ -34,11 +34,14 @@ import numpy as np
 
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.algorithms.registry import SWEEPABLE
-from fedjax_sharp.core import feeding, hparams, sharding, tree
+from fedjax_sharp.core import feeding, sharding, tree
 from fedjax_sharp.core.engine import Cohort
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import config_paths
+from fedjax_sharp.training import experiment as experiment_lib
 from fedjax_sharp.training import loop
+from fedjax_sharp.training import recorder as recorder_lib
 from fedjax_sharp.training import workdir as workdir_lib
 
 # Fields the experiments of one sweep may differ in, for every algorithm (everything else must
@@ -82,7 +85,7 @@ def swept_hyperparameters(configs: Sequence) -> dict[str, list[float]]:
     values = []
     for c in configs:
       try:
-        values.append(hparams.get(c, path))
+        values.append(config_paths.get(c, path))
       except KeyError:
         values.append(None)
     if len(set(values)) <= 1:
@@ -104,7 +107,7 @@ def pad_steps(cohort: Cohort, num_steps: int) -> Cohort:
                         step_mask=pad(cohort.step_mask))
 
 
-def build_experiments(configs: Sequence) -> list[loop.Experiment]:
+def build_experiments(configs: Sequence) -> list[experiment_lib.Experiment]:
   """The experiments of a sweep, sharing one loaded dataset and one device copy of it."""
   check_compatible(configs)
   minimax = config_lib.is_minimax(configs[0])
@@ -151,7 +154,7 @@ def run_sweep(configs: Sequence, workdirs: Sequence[str | None] | None = None,
     t_build = time.time()
     exps = build_experiments(configs)
     build_time = time.time() - t_build
-    recorders = [loop.RunRecorder(c, w, x, build_time, progress and e == 0)
+    recorders = [recorder_lib.RunRecorder(c, w, x, build_time, progress and e == 0)
                  for e, (c, w, x) in enumerate(zip(configs, workdirs, exps))]
     status = ["running"] * len(recorders)
     summaries: list[dict | None] = [None] * len(recorders)

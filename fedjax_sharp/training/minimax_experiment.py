@@ -21,9 +21,7 @@ from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 from fedjax_sharp.minimax import tasks as tasks_lib
 from fedjax_sharp.minimax.algorithms import build_minimax_algorithm
-from fedjax_sharp.training import loop
-
-STREAM_INIT = loop.STREAM_INIT
+from fedjax_sharp.training.experiment import STREAM_INIT, Experiment, make_preprocess
 
 
 def build_task(config):
@@ -41,7 +39,7 @@ def build_task(config):
     params = model_registry.init_params(model, jax.random.fold_in(jax.random.key(config.seed),
                                                                   STREAM_INIT),
                                         dataset.input_shape)
-    preprocess = loop.make_preprocess(dataset, "none", True)
+    preprocess = make_preprocess(dataset, "none", True)
     task = fair.fair_classification(
         dataset, parts, lambda p, x: model.apply({"params": p}, x), params,
         lam=float(config.task.fair_classification.lam), preprocess=preprocess,
@@ -59,7 +57,7 @@ def build_task(config):
   raise ValueError(f"task.name={name!r} is not a minimax task")
 
 
-def build_experiment(config) -> loop.Experiment:
+def build_experiment(config) -> Experiment:
   task, dataset = build_task(config)
   algorithm = build_minimax_algorithm(config, task)
   execution = ExecutionConfig.from_config(config.engine)
@@ -72,7 +70,7 @@ def build_experiment(config) -> loop.Experiment:
                           local_steps=max(config.local.steps, 1) if toy else config.local.steps,
                           seed=config.seed, weighting=config.aggregation)
   params = task.init_params(jax.random.fold_in(jax.random.key(config.seed), STREAM_INIT))
-  return loop.Experiment(
+  return Experiment(
       config=config, dataset=dataset, client_indices=task.client_indices, model=None,
       apply_fn=None, algorithm=algorithm, engine=engine, sampler=sampler,
       train_data=task.train_data, init_params=params, evaluate=task.evaluate,

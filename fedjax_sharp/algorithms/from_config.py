@@ -1,0 +1,68 @@
+"""The config glue of the optimisers: `config.local` and `config.server` -> the plain arguments
+of `core.optimizers` (which never sees a ConfigDict)."""
+from __future__ import annotations
+
+import optax
+
+from fedjax_sharp.core import hparams, sam
+from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd, server_optimizer
+
+DEFAULT_MOMENTUM = 0.9  # the FedGMT paper's common setting
+# config.server's defaults: plain averaging (FedAvg). An algorithm without a server optimiser
+# refuses other values (`registration`).
+SERVER_DEFAULTS = dict(optimizer="sgd", lr=1.0, momentum=0.0)
+
+
+def resolve_momentum(config, block=None, own_momentum: float | None = None) -> float:
+  """Client momentum. Algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
+  MimeLite: 0) pass `own_momentum` (their block's `momentum` field, or its default with the
+  `block`), so the FedGMT setting's 0.9 never leaks into them; the others use
+  `config.local.momentum`, and 0.9 (the FedGMT paper's) when that is None."""
+  if own_momentum is not None:
+    value = (block or {}).get("momentum", None)
+    return float(own_momentum if value is None else value)
+  momentum = config.local.get("momentum", None)
+  return float(DEFAULT_MOMENTUM if momentum is None else momentum)
+
+
+def client_optimizer_from_config(config, *, block=None, own_momentum: float | None = None,
+                                 gradient: str | None = None, rho=None,
+                                 eta: float | None = None,
+                                 owner: str | None = None) -> ClientOptimizer:
+  """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
+  `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
+
+  An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
+  FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
+  `eta`); `local.optimizer` must then be left at 'sgd', otherwise the two settings would
+  silently disagree, and the error says so. `owner` names the algorithm in that error.
+  """
+  local = config.local
+  requested = str(local.get("optimizer", "sgd"))
+  if requested not in sam.GRADIENTS:
+    raise ValueError(f"local.optimizer={requested!r} is not one of {list(sam.GRADIENTS)}")
+  if gradient is not None and requested != "sgd":
+    own = ("takes no SAM client optimiser" if gradient == "sgd" else
+           f"sets its own local gradient ({gradient!r}, radius config.algorithm.{owner}.rho)")
+    raise ValueError(f"local.optimizer={requested!r} conflicts with algorithm.name={owner!r}, "
+                     f"which {own}: leave local.optimizer='sgd'")
+  if gradient is None:
+    gradient = requested
+    rho = hparams.scalar(local.get("rho", 0.05)) if rho is None else rho
+    eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
+  tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
+                 weight_decay=float(local.weight_decay))
+  return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
+                         eta=0.0 if eta is None else float(eta))
+
+
+def server_optimizer_from_config(config) -> optax.GradientTransformation:
+  s = config.server
+  return server_optimizer(s.optimizer, s.lr, momentum=s.get("momentum", 0.0))
+
+
+def server_overrides(config) -> list[str]:
+  """`server.<field>=value` for every field of `config.server` not at its default."""
+  server = config.get("server") or {}
+  return [f"server.{k}={server[k]!r}" for k, v in SERVER_DEFAULTS.items()
+          if k in server and server[k] != v]

@@ -1,0 +1,175 @@
+"""One home for an algorithm's hyperparameters: the keyword arguments of its factory.
+
+A factory declares each hyperparameter once, with its default, its range or choices and a
+one-line doc, as an annotated keyword argument:
+
+    def fed_prox(apply_fn, client_optimizer, *,
+                 mu: Annotated[float, Field(">= 0", "proximal weight", sweepable=True)] = 0.01,
+                 server_optimizer=None, name="fedprox"):
+
+Everything else is derived from that signature (`fields`): the config block
+`config.algorithm.<name>` (`config_block`), the range checks of `config.validate` and of the
+builders (`check`), the docs' defaults table, `registry.SWEEPABLE` and the `--print_config`
+docs. `checked` wraps a factory so that a direct call is checked the same way.
+
+Ranges are written as text: '>= 0', '> 0', '>= 1', '[0, 1]', '(0, 1]', '[0, 1)', '(0, 1)'.
+`None` defaults are placeholders ("the variant's / algorithm's default"); a None value is not
+range-checked. Values traced by a sweep (`core.hparams.is_traced`) are not checked either: each
+experiment's concrete config was checked before the sweep traced it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import inspect
+import re
+import types
+import typing
+from typing import Any, Callable, Mapping
+
+from fedjax_sharp.core import hparams
+from fedjax_sharp.errors import ConfigError
+
+INF = float("inf")
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+  """Metadata of one hyperparameter (the default is the keyword argument's default).
+
+  Attributes:
+    range: '>= 0', '> 0', '[0, 1]', '(0, 1]', ... for numbers (None: any value).
+    doc: one line, shown by `--print_config` and in the docs.
+    choices: the allowed values of a string field.
+    sweepable: the factory reads it with `core.hparams.scalar`, so a sweep may trace it
+      (`registry.SWEEPABLE`).
+  """
+  range: str | None = None
+  doc: str = ""
+  choices: tuple | None = None
+  sweepable: bool = False
+
+  def bounds(self):
+    return parse_range(self.range) if self.range else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameter:
+  """A declared hyperparameter: its name, default, value type and `Field`."""
+  name: str
+  default: Any
+  type: type
+  field: Field
+
+
+_HALF = re.compile(r"^\s*(>=|>)\s*([-+0-9.eE]+)\s*$")
+_INTERVAL = re.compile(r"^\s*([\[(])\s*([-+0-9.eE]+)\s*,\s*([-+0-9.eEinf]+)\s*([\])])\s*$")
+
+
+@functools.lru_cache(maxsize=None)
+def parse_range(text: str):
+  """'>= 0' -> (0, inf, True, False); '(0, 1]' -> (0, 1, False, True)."""
+  m = _HALF.match(text)
+  if m:
+    return (float(m.group(2)), INF, m.group(1) == ">=", False)
+  m = _INTERVAL.match(text)
+  if m:
+    return (float(m.group(2)), float(m.group(3)), m.group(1) == "[", m.group(4) == "]")
+  raise ValueError(f"bad range {text!r}: write '>= 0', '> 0' or an interval like '(0, 1]'")
+
+
+def in_range(value, spec) -> bool:
+  low, high, low_in, high_in = spec
+  return ((value > low or (low_in and value == low)) and
+          (value < high or (high_in and value == high)))
+
+
+def range_text(spec) -> str:
+  low, high, low_in, high_in = spec
+  if high == INF:
+    return f"must be {'>=' if low_in else '>'} {low:g}"
+  return f"must be in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+
+
+def _value_type(annotation) -> type:
+  """float for `float`, `float | None`, `Optional[float]`; object when unknown."""
+  if typing.get_origin(annotation) is typing.Annotated:
+    annotation = typing.get_args(annotation)[0]
+  if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    annotation = args[0] if len(args) == 1 else object
+  return annotation if isinstance(annotation, type) else object
+
+
+@functools.lru_cache(maxsize=None)
+def _fields_cached(fn) -> tuple[Hyperparameter, ...]:
+  hints = typing.get_type_hints(fn, include_extras=True)
+  out = []
+  for p in inspect.signature(fn).parameters.values():
+    hint = hints.get(p.name)
+    if typing.get_origin(hint) is not typing.Annotated:
+      continue
+    meta = [m for m in typing.get_args(hint)[1:] if isinstance(m, Field)]
+    if not meta:
+      continue
+    default = None if p.default is inspect.Parameter.empty else p.default
+    out.append(Hyperparameter(p.name, default, _value_type(hint), meta[0]))
+  return tuple(out)
+
+
+def fields(fn: Callable) -> dict[str, Hyperparameter]:
+  """The hyperparameters a function declares (its keyword arguments annotated with a `Field`),
+  in signature order."""
+  return {h.name: h for h in _fields_cached(inspect.unwrap(fn))}
+
+
+def defaults(fn: Callable) -> dict[str, Any]:
+  return {name: h.default for name, h in fields(fn).items()}
+
+
+def did_you_mean(field: str, known) -> str:
+  """The CLI's hint for an unknown config field (`training.cli.describe_flag_error`)."""
+  close = difflib.get_close_matches(field, list(known), n=3, cutoff=0.6)
+  return (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
+          f"; the fields are {sorted(known)}")
+
+
+def check_value(prefix: str, h: Hyperparameter, value) -> None:
+  """Raises ConfigError naming `prefix.field` when `value` is out of the declared range/choices."""
+  if value is None or hparams.is_traced(value):
+    return
+  if h.field.choices is not None:
+    if value not in h.field.choices:
+      raise ConfigError(f"{prefix}.{h.name}={value!r} is not one of {list(h.field.choices)}")
+    return
+  spec = h.field.bounds()
+  if spec is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
+    return
+  if not in_range(float(value), spec):
+    raise ConfigError(f"{prefix}.{h.name} {range_text(spec)}, got {value}")
+
+
+def check(prefix: str, values: Mapping[str, Any], declared: Mapping[str, Hyperparameter]) -> None:
+  """Every field of `values` is declared (else the closest declared name) and in range."""
+  for field, value in values.items():
+    if field not in declared:
+      raise ConfigError(f"config field '{prefix}.{field}' does not exist"
+                        f"{did_you_mean(f'{prefix}.{field}', [f'{prefix}.{k}' for k in declared])}")
+    check_value(prefix, declared[field], value)
+
+
+def checked(fn: Callable) -> Callable:
+  """Checks the declared hyperparameters of every call of `fn` (the prefix is
+  `algorithm.<name>`, `name` being the call's `name` argument)."""
+  sig = inspect.signature(fn)
+
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    prefix = f"algorithm.{bound.arguments.get('name', fn.__name__)}"
+    for name, h in fields(fn).items():
+      check_value(prefix, h, bound.arguments.get(name))
+    return fn(*args, **kwargs)
+  return wrapper

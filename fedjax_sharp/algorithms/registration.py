@@ -1,0 +1,193 @@
+"""`register`: adds an algorithm from its factory; the factory's keyword arguments are its
+hyperparameters (`hyperparameters.Field`), the one place their defaults, ranges and docs live.
+
+    @register("my_fedprox", title="My FedProx", paper="Li et al., MLSys 2020")
+    def my_fedprox(apply_fn, client_optimizer, *,
+                   mu: Annotated[float, Field(">= 0", "proximal weight")] = 0.01,
+                   name: str = "my_fedprox") -> FederatedAlgorithm:
+      ...
+
+makes `--config.algorithm.name=my_fedprox --config.algorithm.my_fedprox.mu=0.1` work (the
+block `config.algorithm.my_fedprox` is derived from the signature by `base_config()`), from a
+package module, a notebook or a config file. The builder calls
+
+    factory(apply_fn, client_optimizer, [server_optimizer=...,] name=..., **block)
+
+with the client optimiser built by `client` from `config.local` (`client_optimizers.local`:
+whatever `local.optimizer` says; `client_optimizers.sgd`: plain gradients, the algorithm makes
+its own perturbation), the server optimiser of `config.server` when `server=True`, and the
+block `config.algorithm.<name>` checked against the declared fields (an unknown field is refused
+with the closest declared name). A `client` function may declare fields of its own (SAM radius,
+the client momentum an algorithm fixes); a plain keyword argument of it takes the value of the
+factory's field of that name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Annotated, Any, Callable, Mapping
+
+import ml_collections
+from ml_collections import config_dict
+
+from fedjax_sharp.algorithms import from_config
+from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, check, fields
+from fedjax_sharp.core.algorithm import FederatedAlgorithm
+from fedjax_sharp.errors import ConfigError
+
+
+# The client momentum of algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
+# MimeLite: 0), so the FedGMT setting's local.momentum = 0.9 never leaks into them.
+OwnMomentum = Annotated[float, Field("[0, 1)", "client momentum (the paper's; local.momentum is "
+                                     "not used)")]
+
+
+class client_optimizers:  # pylint: disable=invalid-name
+  """Stock `client` functions: (config, name, **fields) -> ClientOptimizer."""
+
+  @staticmethod
+  def local(config, name):
+    """The optimiser `config.local` describes (`local.optimizer` sgd / sam / asam, `local.rho`)."""
+    return from_config.client_optimizer_from_config(config)
+
+  @staticmethod
+  def sgd(config, name):
+    """Plain gradients: the algorithm makes its own perturbation (`local.optimizer` must stay
+    'sgd')."""
+    return from_config.client_optimizer_from_config(config, gradient="sgd", owner=name)
+
+
+  @staticmethod
+  def own_momentum(config, name, *, momentum: OwnMomentum = 0.0):
+    """`config.local` with the client momentum the algorithm's paper fixes (its block's
+    `momentum`, not `local.momentum`)."""
+    return from_config.client_optimizer_from_config(config, own_momentum=float(momentum))
+
+
+# Client functions that read `local.rho` (a sweep may trace it: SWEEPABLE).
+_READS_LOCAL_RHO = {client_optimizers.local}
+
+
+def reads_local_rho(fn: Callable) -> Callable:
+  """Marks a `client` function that takes `local.rho` (sweepable as `local.rho`)."""
+  _READS_LOCAL_RHO.add(fn)
+  return fn
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+  name: str
+  factory: Callable[..., FederatedAlgorithm]
+  client: Callable
+  server: bool = False
+  server_step: str | None = None
+  fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  title: str = ""
+  paper: str = ""
+
+  @property
+  def prefix(self) -> str:
+    return f"algorithm.{self.name}"
+
+  def fields(self) -> dict[str, Hyperparameter]:
+    """The block's fields: the factory's, then those of the client function."""
+    out = dict(fields(self.factory))
+    for k, h in fields(self.client).items():
+      out.setdefault(k, h)
+    return out
+
+  def defaults(self) -> dict[str, Any]:
+    return {k: h.default for k, h in self.fields().items()}
+
+  def config_block(self) -> ml_collections.ConfigDict:
+    """`config.algorithm.<name>`: the defaults (None -> a typed placeholder)."""
+    block = ml_collections.ConfigDict()
+    for k, h in self.fields().items():
+      setattr(block, k, config_dict.placeholder(h.type) if h.default is None else h.default)
+    return block
+
+  def sweepable(self) -> tuple[str, ...]:
+    paths = [f"{self.prefix}.{k}" for k, h in self.fields().items() if h.field.sweepable]
+    if self.client in _READS_LOCAL_RHO:
+      paths.append("local.rho")
+    return tuple(paths)
+
+  def values(self, config) -> dict[str, Any]:
+    """The block of `config` (checked) over the declared defaults."""
+    declared = self.fields()
+    block = (config.get("algorithm") or {}).get(self.name) or {}
+    given = {k: block[k] for k in block}
+    check(self.prefix, given, declared)
+    values = {k: h.default for k, h in declared.items()}
+    for k, v in given.items():
+      if declared[k].type is float and isinstance(v, int) and not isinstance(v, bool):
+        v = float(v)
+      values[k] = v
+    return values
+
+  def check_server(self, config) -> None:
+    """An algorithm without a server optimiser refuses `config.server` settings it would
+    silently ignore."""
+    if self.server:
+      return
+    overrides = from_config.server_overrides(config)
+    if overrides:
+      instead = (f"its server step is {self.server_step}" if self.server_step else
+                 "its server update is fixed by the algorithm")
+      raise ConfigError(f"{overrides[0]} has no effect with algorithm.name={self.name!r} "
+                        f"({instead}): leave config.server at its defaults "
+                        f"{from_config.SERVER_DEFAULTS}")
+
+  def build(self, config, apply_fn) -> FederatedAlgorithm:
+    values = self.values(config)
+    self.check_server(config)
+    client_params = list(inspect.signature(self.client).parameters)[2:]
+    client = self.client(config, self.name, **{k: values[k] for k in client_params
+                                               if k in values})
+    kwargs = {k: values[k] for k in fields(self.factory)}
+    kwargs.update(self.fixed)
+    if self.server:
+      kwargs["server_optimizer"] = from_config.server_optimizer_from_config(config)
+    name = str(config.algorithm.get("name", self.name))
+    return self.factory(apply_fn, client, name=name, **kwargs)
+
+
+ALGORITHMS: dict[str, Registration] = {}
+
+
+def register(name: str, factory: Callable | None = None, *, client: Callable | str = "local",
+             server: bool = False, server_step: str | None = None,
+             fixed: Mapping[str, Any] | None = None, title: str = "", paper: str = ""):
+  """Registers `factory` as `config.algorithm.name=<name>`; usable as a decorator.
+
+  Args:
+    name: the config name (also the block `config.algorithm.<name>`).
+    factory: `(apply_fn, client_optimizer, *, <hyperparameters>, name) -> FederatedAlgorithm`.
+    client: 'local' (the optimiser of `config.local`), 'sgd' (plain gradients), or a function
+      `(config, name, **fields) -> ClientOptimizer`.
+    server: pass `server_optimizer=` built from `config.server`; without it a non-default
+      `config.server` is refused, naming `server_step` (the field to use instead) if given.
+    fixed: keyword arguments passed as they are (not configurable).
+    title, paper: for the generated docs page (`docs/gen_algorithm_pages.py`).
+  Returns:
+    the factory (unchanged), so that it can decorate.
+  """
+  if factory is None:
+    return functools.partial(register, name, client=client, server=server,
+                             server_step=server_step, fixed=fixed, title=title, paper=paper)
+  if isinstance(client, str):
+    client = getattr(client_optimizers, client)
+  ALGORITHMS[name] = Registration(name, factory, client, server, server_step, dict(fixed or {}),
+                                  title or name, paper)
+  return factory
+
+
+def builder(name: str) -> Callable[..., FederatedAlgorithm]:
+  """`(config, apply_fn) -> FederatedAlgorithm` for a registered algorithm."""
+  def build(config, apply_fn):
+    return ALGORITHMS[name].build(config, apply_fn)
+  build.__name__ = f"build_{name}"
+  build.__doc__ = f"Registry builder: `config.algorithm.{name}` as the keyword arguments of " \
+                  f"the factory registered as {name!r}."
+  return build

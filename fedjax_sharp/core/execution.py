@@ -1,0 +1,129 @@
+"""How a round is executed: the client strategy and local loop (`ExecutionConfig`), and how
+'auto' chooses them for the backend and the cohort's memory (`Footprint`). Every strategy
+computes the same round (`core.engine`, tested); see BUILD_NOTES.md for the measurements behind
+the choices.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from fedjax_sharp.core.client_table import device_memory
+
+CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host")
+LOCAL_LOOPS = ("auto", "rolled", "partial", "unrolled")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionConfig:
+  """How a round is executed. All strategies compute the same function (to float tolerance).
+
+  client_strategy: 'vmap' | 'map' (sequential lax.map) | 'chunked_vmap' (lax.map over vmapped
+    chunks of `chunk_size` clients) | 'unrolled' (Python loop inside jit) | 'host' (one jitted
+    function per piece, clients and chunks of `host_chunk` local steps dispatched from the host;
+    all-padding chunks are skipped, so ragged clients cost their own steps only) | 'auto'.
+  local_loop: 'rolled' (lax.scan) | 'partial' (scan with `unroll`) | 'unrolled' (Python loop)
+    | 'auto'.
+  skip_padding: with local_loop='rolled', each client's loop stops after its last real step
+    (a `fori_loop` with the client's own trip count) instead of scanning over all `S` steps of
+    the plan. Under vmap the batched loop runs until the longest client of the vmapped group is
+    done: the cohort's largest K_m instead of the population's. Exact (padding steps are
+    no-ops either way).
+  sort_clients: order the cohort by local step count (largest first) inside the round, so the
+    vmapped chunks of 'chunked_vmap' hold clients of similar length (buckets) and, with
+    skip_padding, each chunk runs for its own longest client. Only the summation order of
+    the aggregation changes (float rounding).
+  """
+  client_strategy: str = "auto"
+  chunk_size: int = 4
+  local_loop: str = "auto"
+  unroll: int = 4
+  host_chunk: int = 1   # 1 step per call: fastest on CPU (BUILD_NOTES.md, benchmarks/vs_torch.py)
+  skip_padding: bool = True
+  sort_clients: bool = False
+
+  @classmethod
+  def from_config(cls, engine_cfg) -> "ExecutionConfig":
+    """From a config's `engine` block (fields missing there keep their defaults)."""
+    fields = {f.name: engine_cfg[f.name] for f in dataclasses.fields(cls) if f.name in engine_cfg}
+    return cls(**fields)
+
+  def resolved(self, backend: str | None = None,
+               footprint: "Footprint | None" = None) -> "ExecutionConfig":
+    """Replaces 'auto' by the measured best choice for the backend and, on accelerators, the
+    model's size: when the cohort's vmapped parameter-sized buffers (`footprint`) would take
+    more than VMAP_MEMORY_FRACTION of the device's memory, 'chunked_vmap' with the largest
+    chunk that fits instead of 'vmap'."""
+    backend = backend or jax.default_backend()
+    cpu = backend == "cpu"
+    strategy, chunk = self.client_strategy, self.chunk_size
+    if strategy == "auto":
+      strategy = "host" if cpu else "vmap"
+      fit = None if cpu or footprint is None else footprint.clients_that_fit()
+      if fit is not None and fit < footprint.clients:
+        strategy, chunk = "chunked_vmap", max(fit, 1)
+    return dataclasses.replace(
+        self, client_strategy=strategy, chunk_size=chunk,
+        local_loop=(("unrolled" if cpu else "rolled")
+                    if self.local_loop == "auto" else self.local_loop))
+
+  def reason(self, backend: str | None = None, footprint: "Footprint | None" = None) -> str:
+    """Why 'auto' resolves as it does on `backend` (logged when a run starts)."""
+    backend = backend or jax.default_backend()
+    got = self.resolved(backend, footprint)
+    if backend == "cpu":
+      why = ("XLA's CPU backend runs convolutions inside loops (scan, lax.map) 30-50x slower "
+             "and vmapped per-client convolutions as slow grouped convolutions, so clients and "
+             "single local steps are dispatched from the host (BUILD_NOTES.md)")
+    elif got.client_strategy == "chunked_vmap" and self.client_strategy == "auto":
+      why = (f"{footprint.clients} vmapped clients x {footprint.per_client_bytes / 2**20:.0f} MB "
+             f"of parameter-sized buffers exceed {VMAP_MEMORY_FRACTION:.0%} of the device's "
+             f"{footprint.device_bytes / 2**30:.1f} GB, so chunks of {got.chunk_size} clients")
+    else:
+      why = ("on accelerators one jitted round with clients vmapped and a rolled step loop is "
+             "fastest and compiles once (BUILD_NOTES.md, GPU table)")
+    return f"{got.client_strategy}/{got.local_loop} on {backend}: {why}"
+
+  def validate(self, prefix: str = "engine") -> None:
+    if self.client_strategy not in CLIENT_STRATEGIES:
+      raise ValueError(f"{prefix}.client_strategy={self.client_strategy!r} is not one of "
+                       f"{list(CLIENT_STRATEGIES)}")
+    if self.local_loop not in LOCAL_LOOPS:
+      raise ValueError(f"{prefix}.local_loop={self.local_loop!r} is not one of {list(LOCAL_LOOPS)}")
+    for field in ("chunk_size", "unroll", "host_chunk"):
+      if getattr(self, field) < 1:
+        raise ValueError(f"{prefix}.{field} must be >= 1, got {getattr(self, field)}")
+
+
+# The share of an accelerator's memory that `auto` lets the vmapped cohort's parameter-sized
+# buffers take (the rest: activations, the training set, XLA's workspace).
+VMAP_MEMORY_FRACTION = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+  """What `auto` weighs on accelerators: `clients` vmapped per round, each holding about
+  `per_client_bytes` of parameter-sized buffers, on a device of `device_bytes` (None: unknown,
+  e.g. CPU; then the model's size plays no part)."""
+  clients: int
+  per_client_bytes: int
+  device_bytes: int | None
+
+  def clients_that_fit(self) -> int | None:
+    if not self.device_bytes or self.per_client_bytes <= 0:
+      return None
+    return int(VMAP_MEMORY_FRACTION * self.device_bytes // self.per_client_bytes)
+
+  @staticmethod
+  def estimate(params, client_row, clients: int, device=None) -> "Footprint":
+    """Per client: the parameters, their gradient, the optimiser's momentum and the broadcast
+    model (4 parameter-sized buffers; SAM's perturbed copy and activations are not counted)
+    plus the client's state row; `device` (default: the first local device) reports its memory
+    where the backend exposes it (GPU / TPU `memory_stats()['bytes_limit']`)."""
+    nbytes = lambda t: int(sum(np.prod(x.shape) * np.dtype(x.dtype).itemsize
+                               for x in jax.tree.leaves(t)))
+    device = device or jax.local_devices()[0]
+    memory = device_memory(device)[0] if device.platform != "cpu" else None
+    return Footprint(int(clients), 4 * nbytes(params) + nbytes(client_row), memory)

@@ -1,0 +1,190 @@
+"""An experiment built from a config: data, partition, model, algorithm, engine, sampler and the
+evaluator, ready for `training.loop.run` (classification; minimax tasks: `minimax_experiment`).
+
+    exp = build_classification_experiment(config)     # config already validated
+    server_state, client_table = exp.engine.init(exp.init_params)
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp import data as data_lib
+from fedjax_sharp.algorithms.registry import build_algorithm
+from fedjax_sharp.core import client_table as client_table_lib
+from fedjax_sharp.core import distributed, feeding, sharding, tree
+from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
+from fedjax_sharp.core.cohort import CohortSampler
+from fedjax_sharp.core.engine import RoundEngine, TrainData
+from fedjax_sharp.core.execution import ExecutionConfig, Footprint
+from fedjax_sharp.models import registry as model_registry
+from fedjax_sharp.training import config_paths
+
+# PRNG streams: one root key from the seed, one stream per purpose.
+STREAM_INIT, STREAM_TRAIN = 0, 1
+
+
+def is_token_dataset(dataset) -> bool:
+  """Integer sequences [N, L] (AG News token ids) rather than images [N, H, W, C]."""
+  x = dataset.x_train
+  return np.ndim(x) == 2 and np.issubdtype(np.asarray(x[:1]).dtype, np.integer)
+
+
+def make_preprocess(dataset, augment: str, per_example: bool, pad: int = 4) -> Callable:
+  """The dataset's own preprocessing, inside jit: images (uint8 [B, H, W, C]) are normalised
+  and, if configured, randomly cropped (zero pad `pad`) and flipped; token ids pass through
+  unchanged (int32: a float cast would corrupt embedding lookups)."""
+  if is_token_dataset(dataset):
+    if augment != "none":
+      raise ValueError(f"data.augment={augment!r} applies to images; {dataset.name!r} is a "
+                       f"token dataset: use data.augment='none'")
+    return lambda x, key: x
+  mean, std = dataset.mean, dataset.std
+
+  def preprocess(x, key):
+    x = data_lib.augment.normalize(x, mean, std)
+    if augment == "crop_flip":
+      x = data_lib.augment.random_crop_flip(key, x, pad=pad, per_example=per_example)
+    return x
+  return preprocess
+
+
+@dataclasses.dataclass
+class Experiment:
+  config: Any
+  dataset: Any
+  client_indices: list
+  model: Any
+  apply_fn: Callable
+  algorithm: FederatedAlgorithm
+  engine: RoundEngine
+  sampler: CohortSampler
+  train_data: TrainData
+  init_params: Any
+  evaluate: Callable[[Any], dict]
+  model_bytes: int
+  eval_preprocess: Callable = None
+  metric: str = "test_accuracy"          # what summaries, tables and progress lines report
+  higher_is_better: bool = True
+  artifacts: Callable | None = None      # (params, workdir, tag) -> None, e.g. GAN sample grids
+  feeder: Any = None                     # core.feeding: for_round(t) -> (TrainData, Cohort)
+
+  def __post_init__(self):
+    if self.feeder is None and self.train_data is not None:
+      self.feeder = feeding.DeviceFeeder(self.train_data.x, self.train_data.y, self.sampler.build)
+
+  def top_eigenvalues(self, params, k: int = 1, iters: int = 20, method: str = "power",
+                      max_examples: int = 0):
+    """Top-k Hessian eigenvalues of the test cross-entropy at `params` (fedjax_sharp.analysis)."""
+    from fedjax_sharp.analysis import hessian
+    return hessian.model_top_eigenvalues(
+        self.apply_fn, params, self.dataset.x_test, self.dataset.y_test, k=k, method=method,
+        iters=iters, batch_size=self.config.eval.batch_size, preprocess=self.eval_preprocess,
+        max_examples=max_examples)
+
+  def learning_rate(self, round_idx: int) -> float:
+    return self.config.local.lr * self.config.local.lr_decay ** round_idx
+
+  def round_info(self, round_idx: int) -> RoundInfo:
+    return RoundInfo(round=jnp.int32(round_idx),
+                     learning_rate=jnp.float32(self.learning_rate(round_idx)),
+                     num_clients=len(self.client_indices))
+
+
+def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
+  """Returns params -> {'test_loss', 'test_accuracy'}: fixed-size padded batches, one jit."""
+  n = len(y_test)
+  batch_size = min(batch_size, n)
+  num_batches = math.ceil(n / batch_size)
+  pad = num_batches * batch_size - n
+  xs = np.concatenate([x_test, np.zeros((pad, *x_test.shape[1:]), x_test.dtype)])
+  ys = np.concatenate([y_test, np.zeros((pad,), y_test.dtype)])
+  ms = np.arange(len(ys)) < n
+  xs = jnp.asarray(xs.reshape(num_batches, batch_size, *x_test.shape[1:]))
+  ys = jnp.asarray(ys.reshape(num_batches, batch_size))
+  ms = jnp.asarray(ms.reshape(num_batches, batch_size))
+  key = jax.random.key(0)  # unused: no augmentation at test time
+
+  @jax.jit
+  def batch_stats(params, x, y, m):
+    logits = apply_fn(params, preprocess(x, key))
+    ce = jax.nn.log_softmax(logits) [jnp.arange(y.shape[0]), y]
+    mf = m.astype(jnp.float32)
+    return -jnp.sum(ce * mf), jnp.sum((jnp.argmax(logits, -1) == y) * mf)
+
+  def evaluate(params) -> dict:
+    loss, correct = 0.0, 0.0
+    for b in range(num_batches):  # host loop: convolutions inside XLA CPU loops are slow
+      l, c = batch_stats(params, xs[b], ys[b], ms[b])
+      loss, correct = loss + l, correct + c
+    return {"test_loss": float(loss) / n, "test_accuracy": float(correct) / n}
+  return evaluate
+
+
+def model_fields(config, dataset) -> dict:
+  """The selected model's block `config.model.<name>`; FastText's vocabulary size comes from
+  the dataset's vocabulary when it has one."""
+  fields = dict(config.model.get(config.model.name) or {})
+  vocabulary = getattr(dataset, "vocabulary", None)
+  if config.model.name == "fasttext" and vocabulary is not None:
+    fields["vocab_size"] = len(vocabulary)
+  return fields
+
+
+def build_classification_experiment(config, dataset=None) -> Experiment:
+  """Everything a classification run needs, from a validated config. `dataset`: an already
+  loaded dataset of `config.data` (sweeps load it once for all their experiments)."""
+  if dataset is None:
+    dataset = data_lib.load_dataset(config.data)
+  client_indices = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
+  root = jax.random.key(config.seed)
+  model = model_registry.get_model(config.model.name, dataset.num_classes,
+                                   **model_fields(config, dataset))
+  apply_fn = model_registry.with_compute_dtype(
+      lambda params, x: model.apply({"params": params}, x),
+      str(config.model.get("compute_dtype", "float32")))
+  params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
+                                      dataset.input_shape)
+  # Training calls the model in pieces of engine.micro_batch examples (same function; cheaper
+  # convolution gradients on XLA CPU); evaluation and analysis keep whole batches.
+  train_apply = model_registry.in_pieces(apply_fn, int(config.engine.get("micro_batch", 0)))
+  algorithm = build_algorithm(config, train_apply)
+  preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
+                               pad=int(config.data.get("augment_pad", 4)))
+  execution = ExecutionConfig.from_config(config.engine)
+  engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
+                       client_table=client_table_lib.resolve(
+                           # A multi-process mesh holds the table on its devices.
+                           "device" if (distributed.is_multiprocess() and
+                                        config.engine.get("client_table", "auto") == "auto")
+                           else str(config.engine.get("client_table", "auto")), algorithm, params,
+                           len(client_indices),
+                           float(config.engine.get("client_table_budget_mb", 0.0))),
+                       mesh=sharding.mesh_for(int(config.engine.get("devices", 1)),
+                                              int(config.engine.get("experiment_devices", 1))),
+                       algorithm_factory=lambda values: build_algorithm(
+                           config_paths.with_values(config, values), train_apply),
+                       footprint=Footprint.estimate(
+                           params, jax.eval_shape(algorithm.client_state_init, params),
+                           config.clients_per_round))
+  sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
+                          local_epochs=config.local.epochs, local_steps=config.local.steps,
+                          seed=config.seed, weighting=config.aggregation)
+  feeder = feeding.make_feeder(dataset.x_train, dataset.y_train, sampler.build,
+                               mode=str(config.data.get("feed", "auto")),
+                               device_budget_bytes=int(config.data.get("device_budget_mb", 2048))
+                               * 2 ** 20)
+  train_data = feeder.data if feeder.kind == "device" else None
+  eval_preprocess = make_preprocess(dataset, "none", True)
+  evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test, eval_preprocess,
+                            config.eval.batch_size)
+  return Experiment(config=config, dataset=dataset, client_indices=client_indices, model=model,
+                    apply_fn=apply_fn, algorithm=algorithm, engine=engine, sampler=sampler,
+                    train_data=train_data, init_params=params, evaluate=evaluate,
+                    model_bytes=tree.num_bytes(params), eval_preprocess=eval_preprocess,
+                    feeder=feeder)
