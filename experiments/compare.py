@@ -35,8 +35,12 @@ _HESSIAN_EXAMPLES = flags.DEFINE_integer(
     "hessian_examples", 0, "Test examples for the Hessian (0 = the whole test set; each "
     "power iteration is a Hessian-vector product over them).")
 _REUSE = flags.DEFINE_bool(
-    "reuse", False, "Read finished runs of the same setting under --workdir instead of running "
-    "them again (an interrupted grid continues; a finished run of another setting is an error).")
+    "reuse", True, "Read finished runs of the same setting under --workdir instead of running "
+    "them again (the default: an interrupted grid continues; a finished run of another setting "
+    "is an error). Kept for old command lines; --overwrite retrains.")
+_OVERWRITE = flags.DEFINE_bool(
+    "overwrite", False, "Retrain every (algorithm, seed) from round 0, replacing the finished "
+    "runs under --workdir (without it, finished runs of the same setting are reused).")
 
 
 _SWEEP = flags.DEFINE_bool(
@@ -69,7 +73,7 @@ def main(argv):
     if name not in allowed:
       raise app.UsageError(f"--algorithms: {name!r} is not one of {sorted(allowed)}")
   results = compare.run_grid(config, algorithms, [int(s) for s in _SEEDS.value],
-                             _WORKDIR.value, reuse=_REUSE.value,
+                             _WORKDIR.value, reuse=_REUSE.value, overwrite=_OVERWRITE.value,
                              report_only=_REPORT_ONLY.value, sweep=_SWEEP.value,
                              hessian=({"k": _HESSIAN.value, "iters": _HESSIAN_ITERS.value,
                                        "max_examples": _HESSIAN_EXAMPLES.value}

@@ -262,8 +262,13 @@ def load_npz(path: str, name: str | None = None, num_classes: int | None = None)
 # --------------------------------------------------------------------------------------
 # TFDS.
 # --------------------------------------------------------------------------------------
-class DatasetNotPreparedError(RuntimeError):
-  """A TFDS dataset is not prepared in the data directory (and cannot be downloaded)."""
+class DatasetNotPreparedError(DataError, RuntimeError):
+  """A TFDS dataset is not prepared in the data directory (and cannot be downloaded). The
+  message is one line (the CLI prints it as is); `details` holds the readers' own errors."""
+
+  def __init__(self, message: str, details: str = ""):
+    super().__init__(message)
+    self.details = details
 
 
 class _ExampleFormatError(ValueError):
@@ -272,13 +277,12 @@ class _ExampleFormatError(ValueError):
 
 def _prepare_hint(name: str, data_dir) -> str:
   where = f" --data_dir={data_dir}" if data_dir else ""
-  return (f"Prepare it once on a machine with network access:\n"
-          f"  pip install 'fedjax_sharp[prepare]'\n"
-          f"  tfds build {name} --file_format=array_record{where}\n"
-          f"(array_record lets `tfds.data_source` read it without TensorFlow), then copy the "
-          f"data directory here and pass data.path=<data_dir> (or set TFDS_DATA_DIR). "
-          f"Offline alternatives: data.source='idx' (e.g. Debian's dataset-fashion-mnist), "
-          f"data.source='npz' or data.source='embedded'.")
+  return (f"prepare it once on a machine with network access: `pip install "
+          f"'fedjax_sharp[prepare]' && tfds build {name} --file_format=array_record{where}` "
+          f"(array_record is read without TensorFlow), then pass data.path=<data_dir> (or set "
+          f"TFDS_DATA_DIR); offline alternatives: data.source='idx' (e.g. Debian's "
+          f"dataset-fashion-mnist), data.source='npz' or data.source='embedded' "
+          f"(--verbose shows the readers' errors)")
 
 
 _GETITEMS_CHUNK = 4096
@@ -371,7 +375,7 @@ def _read_tfds(name: str, data_dir, splits: Sequence[str], keys: Sequence[str],
   except Exception as e:  # pylint: disable=broad-except
     errors.append(f"tfds.data_source: {type(e).__name__}: {e}")
     logging.getLogger(__name__).info("tfds.data_source(%r) failed (%s); trying tfds.load",
-                                     name, e)
+                                     name, " ".join(str(e).split()))
   if result is None:
     try:
       result = _read_tfds_tf(tfds, name, data_dir, splits, keys, download)
@@ -388,12 +392,12 @@ def _read_tfds(name: str, data_dir, splits: Sequence[str], keys: Sequence[str],
     details = "\n".join("  " + err.splitlines()[0] for err in errors)
     if prepared is False:
       raise DatasetNotPreparedError(
-          f"TFDS dataset {name!r} is not prepared in data_dir={data_dir or '(TFDS default)'}.\n"
-          f"{_prepare_hint(name, data_dir)}\nUnderlying errors:\n{details}")
+          f"data.name={name!r}: the TFDS dataset is not prepared in data.path="
+          f"{data_dir or '(TFDS default)'}; {_prepare_hint(name, data_dir)}", details)
     raise DatasetNotPreparedError(
-        f"TFDS dataset {name!r} could not be read from data_dir={data_dir or '(TFDS default)'} "
-        f"(tfds.data_source needs the array_record format; tfds.load needs TensorFlow).\n"
-        f"{_prepare_hint(name, data_dir)}\nUnderlying errors:\n{details}")
+        f"data.name={name!r}: the TFDS dataset could not be read from data.path="
+        f"{data_dir or '(TFDS default)'} (tfds.data_source needs the array_record format; "
+        f"tfds.load needs TensorFlow); {_prepare_hint(name, data_dir)}", details)
   columns, info = result
   if info is None:  # e.g. a data source without `dataset_info`: ask the builder.
     try:

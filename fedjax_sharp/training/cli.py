@@ -73,10 +73,28 @@ def describe_flag_error(argv, error: BaseException) -> str:
   return text[-1] if text else type(error).__name__
 
 
+_VERBOSE = flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead of "
+                              "its one-line message (also: FEDJAX_SHARP_TRACEBACK=1).")
+
+
+def _missing_config_file(argv) -> str | None:
+  """The path of a `--config=PATH[:ARG]` that does not exist, else None."""
+  for arg in argv[1:]:
+    m = re.match(r"--config=([^:]+)", arg)
+    if m and not os.path.isfile(m.group(1)):
+      return m.group(1)
+  return None
+
+
 def flags_parser(argv):
-  """For `app.run(main, flags_parser=...)`: parse flags; a bad flag or config override exits 2
-  with one line on stderr."""
+  """For `app.run(main, flags_parser=...)`: parse flags; a bad flag or config override, or a
+  config file that does not exist, exits 2 with one line on stderr."""
   quiet_startup()
+  missing = _missing_config_file(argv)
+  if missing is not None:
+    sys.stderr.write(f"error: --config={missing}: no such config file (the files under "
+                     f"configs/ are the examples)\n")
+    sys.exit(2)
   try:
     return flags.FLAGS(argv)
   except Exception as e:  # pylint: disable=broad-except
@@ -85,10 +103,10 @@ def flags_parser(argv):
 
 
 def guarded(main: Callable) -> Callable:
-  """Wraps an absl `main`: library errors print one line and exit with their code; set
-  FEDJAX_SHARP_TRACEBACK=1 to see the traceback instead."""
+  """Wraps an absl `main`: library errors print one line and exit with their code; with
+  `--verbose` (or FEDJAX_SHARP_TRACEBACK=1) the traceback is shown instead."""
   def wrapper(argv):
-    if os.environ.get("FEDJAX_SHARP_TRACEBACK"):
+    if _VERBOSE.value or os.environ.get("FEDJAX_SHARP_TRACEBACK"):
       return main(argv)
     try:
       return main(argv)

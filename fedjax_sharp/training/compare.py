@@ -27,7 +27,7 @@ from fedjax_sharp.training import metrics as metrics_lib
 COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", "final_acc",
            "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
            "relative_time", "lambda_max_mean", "lambda_max_std", "test_acc_last_n_mean",
-           "test_acc_last_n_std")
+           "test_acc_last_n_std", "last_n_used", "std_over")
 
 
 def parse_algorithms(spec: str) -> list[str]:
@@ -123,15 +123,18 @@ def _reusable(run_dir: str, cfg) -> bool:
 
 
 def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: str | None,
-             progress: bool = True, reuse: bool = False,
+             progress: bool = True, reuse: bool = True,
              hessian: dict | None = None,
-             report_only: bool = False, sweep: bool = False) -> dict[str, list[dict]]:
+             report_only: bool = False, sweep: bool = False,
+             overwrite: bool = False) -> dict[str, list[dict]]:
   """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}.
 
   Each run writes its own directory under `workdir` (a temporary one if None): the per-round
-  records are read back from its metrics.jsonl. With `reuse`, a directory that already holds
-  the finished run of the same setting is read instead of run again (a grid interrupted half
-  way continues where it stopped; unfinished runs resume from their checkpoints).
+  records are read back from its metrics.jsonl. A directory that already holds the finished
+  run of the same setting is read instead of run again (`reuse`, the default: a grid
+  interrupted half way continues where it stopped; unfinished runs resume from their
+  checkpoints); `overwrite` retrains every run from round 0 (the directory's earlier results
+  are discarded; `reuse=False` is the older spelling).
   `hessian` (keyword arguments of `run_analysis.run_hessian`, e.g. {'k': 5, 'iters': 20}):
   compute the final model's top Hessian eigenvalues of every run that has none yet.
   `report_only`: start nothing; tabulate the finished runs of the same setting only (a grid
@@ -148,7 +151,12 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
     for seed in seeds:
       cfg = configure_variant(config, name, seed)
       run_dir = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.=-]+", "_", name), f"seed_{seed}")
-      finished = (reuse or report_only) and _reusable(run_dir, cfg)
+      if overwrite and report_only:
+        raise ValueError("--overwrite retrains and --report_only starts nothing: pick one")
+      reuse_it = (reuse and not overwrite) or report_only
+      finished = reuse_it and _reusable(run_dir, cfg)
+      if not reuse_it:
+        cfg.resume = False     # retrain from round 0: the directory's results are replaced
       if report_only and not finished:
         logging.warning("report_only: no finished run of %s seed %d in %s (left out)", name,
                         seed, run_dir)
@@ -230,6 +238,7 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
                        if r.get(metric) is not None][-last_n:]) for run in runs]
     means = np.array([t.mean() for t in tails])
     std = float(means.std()) if len(runs) > 1 else float(tails[0].std())
+    used = min(len(t) for t in tails)   # fewer than last_n when fewer rounds were evaluated
     hits = ([_rounds_to_target(run["records"], target, metric, higher) for run in runs]
             if target > 0 else [])
     reached = [h for h in hits if h[0] is not None]
@@ -251,7 +260,8 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
         "algorithm": name, "seeds": len(runs), "metric": metric,
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
-        "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std,
+        "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
+        "std_over": "seeds" if len(runs) > 1 else "rounds",
         "final_acc": float(np.mean([run["summary"][f"final_{metric}"] for run in runs])),
         "rounds_to_target": (float(np.mean([h[0] for h in reached]))
                              if reached and len(reached) == len(hits) else None),
@@ -380,6 +390,20 @@ def _fmt(v, pct=False):
   return str(v)
 
 
+def _last_n_and_std_label(rows: list[dict], last_n: int) -> tuple[str, str]:
+  """('last 20', 'mean (std over seeds)')-style header parts: the number of rounds actually
+  averaged (fewer than `last_n` when fewer were evaluated) and what the spread is taken over
+  (seeds, or the rounds of the one seed)."""
+  used = [r.get("last_n_used", last_n) for r in rows] or [last_n]
+  n = max(used)
+  last = f"last {n}" if min(used) == n else f"last {min(used)}-{n}"
+  over = {r.get("std_over", "seeds") for r in rows}
+  label = ("std over seeds" if over == {"seeds"} else
+           f"std over the {last} rounds of one seed" if over == {"rounds"} else
+           "std over seeds; over rounds where seeds = 1")
+  return last, f"mean ({label})"
+
+
 def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
   """The paper-style table; the rounds-to-target columns only when a target is set."""
   with_hessian = any(r.get("lambda_max_mean") is not None for r in rows)
@@ -390,8 +414,9 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
   unit = " (%)" if pct else ""
   target_s = f"{100 * target:.0f}%" if pct else f"{target:g}"
   with_acc = any(r.get("test_acc_last_n_mean") is not None for r in rows)
-  head = (f"| algorithm | seeds | {label} last {last_n}{unit} | final {label}{unit} |"
-          + (f" acc last {last_n} (%) |" if with_acc else "")
+  last, spread = _last_n_and_std_label(rows, last_n)
+  head = (f"| algorithm | seeds | {label} {last}{unit}, {spread} | final {label}{unit} |"
+          + (f" acc {last} (%) |" if with_acc else "")
           + (f" rounds to {target_s} |" if with_target else "")
           + " model vectors / client / round |" + (" MB to target |" if with_target else "")
           + " s / round | time vs first |" + (" lambda_max |" if with_hessian else ""))
@@ -473,7 +498,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
   label = metric.replace("_", " ") + (" (\\%)" if pct else "")
   cols = "l" + "r" * (3 + with_lam)
   lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
-           f"algorithm & seeds & {label}, last {last_n} & final"
+           f"algorithm & seeds & {label}, {_last_n_and_std_label(rows, last_n)[0]} & final"
            + (" & $\\lambda_{\\max}$" if with_lam else "") + " \\\\", "\\midrule"]
   for r in rows:
     mean = f"{scale * r['acc_last_n_mean']:.2f}"

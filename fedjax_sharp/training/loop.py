@@ -109,6 +109,7 @@ def run(config, workdir: str | None = None, progress: bool = True,
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
   with lock:
     if workdir:
+      config_lib.validate(config)   # a bad value is reported as itself, not as "another setting"
       workdir_lib.check_setting(workdir, config)
     started_from = provenance()   # the code at the start: a checkout moved later changes nothing
     t_build = time.time()

@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import time
+from typing import Callable
 
 from absl import logging
 import flax.serialization
@@ -41,35 +42,63 @@ def load_params(path: str, template):
 
 
 class Progress:
-  """One status line per `every` rounds: a bar with ETA on a terminal, log lines otherwise."""
+  """One status line per `every` rounds: a tqdm bar on a terminal, absl log lines otherwise.
 
-  def __init__(self, total: int, every: int = 1, stream=None, start: int = 0):
+  The first round a process runs includes XLA's compilation (seconds to minutes), so it is shown
+  on its own ("first round ... s (compile)") and the ETA comes from the steady-state rounds
+  after it: none is shown until one such round has run. `clock` (default `time.monotonic`) is
+  injectable for tests.
+  """
+
+  def __init__(self, total: int, every: int = 1, stream=None, start: int = 0,
+               clock: Callable[[], float] = time.monotonic):
     self.total, self.every, self.start_round = total, max(1, every), start
     self.stream = stream or sys.stderr
     self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-    self.start = time.time()
-
-  def update(self, done: int, record: dict) -> None:
-    if done % self.every and done != self.total:
-      return
-    elapsed = time.time() - self.start
-    eta = elapsed / max(done - self.start_round, 1) * (self.total - done)
-    metric = getattr(self, "metric", "test_accuracy")
-    value = record.get(metric)
-    label = "acc" if metric == "test_accuracy" else metric
-    acc_s = f"{label} {value:.4g}" if value is not None else f"{label}   -   "
-    text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
-            f"train loss {record['train_loss']:.4f} | {record['round_time_s']:.2f} s/round | "
-            f"elapsed {elapsed:,.0f} s | eta {eta:,.0f} s")
+    self.clock = clock
+    self.start = clock()
+    self.first_round_s = None    # compile + the first round of this process
+    self.first_done_at = None
+    self.metric = "test_accuracy"
+    self.text = ""
+    self._bar = None
     if self.tty:
-      width = 20
-      filled = int(width * done / self.total)
-      self.stream.write("\r[" + "#" * filled + "." * (width - filled) + "] " + text)
+      import tqdm  # pylint: disable=g-import-not-at-top
+      self._bar = tqdm.tqdm(total=total, initial=start, file=self.stream, unit="round",
+                            dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "
+                            "{postfix}")
+
+  def eta_s(self, done: int) -> float | None:
+    """Seconds left, from the mean steady-state round (after the first); None before one."""
+    steady = done - self.start_round - 1
+    if self.first_done_at is None or steady < 1:
+      return None
+    return (self.clock() - self.first_done_at) / steady * (self.total - done)
+
+  def update(self, done: int, record: dict) -> str:
+    """Takes round `done`'s record (every round); shows a line when due. Returns the line."""
+    now = self.clock()
+    if self.first_round_s is None:
+      self.first_round_s, self.first_done_at = now - self.start, now
+    if done % self.every and done != self.total:
+      return ""
+    eta = self.eta_s(done)
+    value = record.get(self.metric)
+    label = "acc" if self.metric == "test_accuracy" else self.metric
+    acc_s = f"{label} {value:.4g}" if value is not None else f"{label}   -   "
+    eta_s = f"eta {eta:,.0f} s" if eta is not None else "eta after the next round"
+    self.text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
+                 f"train loss {record['train_loss']:.4f} | {record['round_time_s']:.2f} s/round | "
+                 f"first round {self.first_round_s:,.1f} s (compile) | "
+                 f"elapsed {now - self.start:,.0f} s | {eta_s}")
+    if self._bar is not None:
+      self._bar.set_postfix_str(self.text.split(" | ", 1)[1], refresh=False)
+      self._bar.update(done - self._bar.n)
       if done == self.total:
-        self.stream.write("\n")
-      self.stream.flush()
+        self._bar.close()
     else:
-      logging.info(text)
+      logging.info(self.text)
+    return self.text
 
 
 STATUSES = ("completed", "interrupted", "diverged", "failed")

@@ -35,7 +35,14 @@ class WorkdirLock:
     self._f = None
 
   def __enter__(self):
-    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+    workdir = os.path.dirname(self.path)
+    if os.path.exists(workdir) and not os.path.isdir(workdir):
+      raise WorkdirError(f"--workdir={workdir} is an existing file, not a directory: give a "
+                         f"directory (it is created if missing)")
+    try:
+      os.makedirs(workdir, exist_ok=True)
+    except OSError as e:
+      raise WorkdirError(f"--workdir={workdir} cannot be created ({e.strerror or e})") from None
     f = open(self.path, "a+")
     try:
       fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,0 +1,127 @@
+"""What a new user meets first (issue 35): every user-input error is one stderr line naming the
+field, file or path, with exit 2; a bad config value is reported as itself even when the workdir
+holds another run; the ETA shown after the first round excludes compilation (a fake clock)."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training.recorder import Progress
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(ROOT, "experiments", "run.py")
+DEMO = os.path.join(ROOT, "configs", "demo.py")
+LOG_LINE = re.compile(r"^[IWEF]\d{4} ")   # absl's own log lines
+
+
+def run(*flags):
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
+  env.pop("FEDJAX_SHARP_TRACEBACK", None)
+  return subprocess.run([sys.executable, RUN, *flags], capture_output=True, text=True, env=env,
+                        cwd=ROOT, timeout=600)
+
+
+def one_error_line(proc) -> str:
+  lines = [l for l in proc.stderr.splitlines() if l.strip() and not LOG_LINE.match(l)]
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert len(lines) == 1, proc.stderr[-2000:]
+  assert lines[0].startswith("error: ")
+  return lines[0]
+
+
+def test_a_config_file_that_does_not_exist(tmp_path):
+  missing = str(tmp_path / "nope.py")
+  assert missing in one_error_line(run(f"--config={missing}"))
+
+
+def test_a_workdir_that_is_an_existing_file(tmp_path):
+  afile = tmp_path / "afile"
+  afile.write_text("x")
+  line = one_error_line(run(f"--config={DEMO}", "--config.rounds=1", f"--workdir={afile}"))
+  assert f"--workdir={afile}" in line and "file" in line
+
+
+def test_an_unprepared_tfds_dataset(tmp_path):
+  line = one_error_line(run(f"--config={DEMO}", "--config.data.source=tfds",
+                            "--config.data.name=cifar10", f"--config.data.path={tmp_path}"))
+  assert "data.name='cifar10'" in line and "not prepared" in line and str(tmp_path) in line
+  assert "tfds build cifar10" in line
+
+
+def test_a_bad_value_is_reported_as_itself_before_the_workdir_is_compared(tmp_path):
+  # A workdir holding an earlier run of another setting (its config.json).
+  earlier = config_lib.load_config_file(DEMO)
+  earlier.seed = 7
+  (tmp_path / "config.json").write_text(earlier.to_json_best_effort())
+  (tmp_path / "metrics.jsonl").write_text(json.dumps({"round": 0}) + "\n")
+  line = one_error_line(run(f"--config={DEMO}", "--config.clients_per_round=1000",
+                            f"--workdir={tmp_path}"))
+  assert "clients_per_round" in line and "another setting" not in line
+
+
+def test_the_eta_after_the_first_round_excludes_compilation():
+  now = [0.0]
+  bar = Progress(total=10, every=1, stream=io.StringIO(), clock=lambda: now[0])
+  record = {"train_loss": 1.0, "round_time_s": 1.0, "test_accuracy": 0.5}
+  now[0] = 100.0                      # round 1: 99 s of compilation + 1 s of training
+  first = bar.update(1, record)
+  assert bar.eta_s(1) is None and "eta after the next round" in first
+  assert "first round 100.0 s (compile)" in first
+  for done in range(2, 6):            # steady rounds of 1 s each
+    now[0] += 1.0
+    line = bar.update(done, record)
+  assert bar.eta_s(5) == pytest.approx(5.0)      # 5 rounds left x 1 s, not x 20 s
+  assert "eta 5 s" in line
+  # A resumed run counts from where it started.
+  now[0] = 0.0
+  resumed = Progress(total=10, every=1, stream=io.StringIO(), start=6, clock=lambda: now[0])
+  now[0] = 50.0
+  resumed.update(7, record)
+  now[0] = 52.0
+  resumed.update(8, record)
+  assert resumed.eta_s(8) == pytest.approx(4.0)  # 2 rounds left x 2 s
+
+
+def _tiny_grid_config():
+  c = config_lib.base_config()
+  c.data.num_clients, c.clients_per_round = 4, 2
+  c.data.max_train_examples, c.data.max_test_examples = 200, 100
+  c.model.name = "linear"
+  c.local.steps, c.local.batch_size = 2, 10
+  c.rounds, c.eval.last_n = 3, 20           # fewer rounds than last_n
+  return c
+
+
+def test_compare_reuses_finished_runs_by_default_and_retrains_with_overwrite(tmp_path,
+                                                                            monkeypatch):
+  from fedjax_sharp.training import compare, loop   # pylint: disable=g-import-not-at-top
+  config = _tiny_grid_config()
+  first = compare.run_grid(config, ["fedavg"], [0], str(tmp_path), progress=False)
+  calls = []
+  real_run = loop.run
+  monkeypatch.setattr(loop, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
+  again = compare.run_grid(config, ["fedavg"], [0], str(tmp_path), progress=False)
+  assert calls == []                                   # read back, not retrained
+  assert again["fedavg"][0]["records"] == first["fedavg"][0]["records"]
+  (tmp_path / "fedavg" / "seed_0" / "marker").write_text("x")
+  redone = compare.run_grid(config, ["fedavg"], [0], str(tmp_path), progress=False,
+                            overwrite=True)
+  assert len(calls) == 1 and calls[0][0].resume is False     # retrained from round 0
+  assert [r["round"] for r in redone["fedavg"][0]["records"]] == [0, 1, 2]
+  with pytest.raises(ValueError, match="--overwrite"):
+    compare.run_grid(config, ["fedavg"], [0], str(tmp_path), progress=False, overwrite=True,
+                     report_only=True)
+  # The table says over what the std is taken and how many rounds were averaged.
+  one_seed = compare.to_markdown(compare.table_rows(first, 20, 0.0), 20, 0.0)
+  assert "acc last 3 (%), mean (std over the last 3 rounds of one seed)" in one_seed
+  assert "last 20" not in one_seed
+  two = compare.run_grid(config, ["fedavg"], [0, 1], str(tmp_path / "two"), progress=False)
+  table = compare.to_markdown(compare.table_rows(two, 20, 0.0), 20, 0.0)
+  assert "mean (std over seeds)" in table
