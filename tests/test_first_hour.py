@@ -125,3 +125,37 @@ def test_compare_reuses_finished_runs_by_default_and_retrains_with_overwrite(tmp
   two = compare.run_grid(config, ["fedavg"], [0, 1], str(tmp_path / "two"), progress=False)
   table = compare.to_markdown(compare.table_rows(two, 20, 0.0), 20, 0.0)
   assert "mean (std over seeds)" in table
+
+
+def test_tensorboard_after_a_resume_has_each_step_once(tmp_path):
+  import glob                                           # pylint: disable=g-import-not-at-top
+  import shutil                                         # pylint: disable=g-import-not-at-top
+  import struct                                         # pylint: disable=g-import-not-at-top
+  pytest.importorskip("tensorboardX")
+  from tensorboardX.proto import event_pb2              # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import loop                # pylint: disable=g-import-not-at-top
+  config = _tiny_grid_config()
+  config.rounds, config.checkpoint_every = 6, 4         # checkpoints after rounds 4 and 6
+  config.log.tensorboard = True
+  straight = loop.run(config, str(tmp_path / "straight"), progress=False)
+  work = tmp_path / "resumed"
+  loop.run(config, str(work), progress=False)
+  # As if the job died after round 6 but before its last checkpoint: resume from round 4.
+  shutil.rmtree(work / "checkpoints" / "6")
+  resumed = loop.run(config, str(work), progress=False)
+  assert resumed["final_test_accuracy"] == pytest.approx(straight["final_test_accuracy"])
+  steps = {}
+  for path in glob.glob(str(work / "tensorboard" / "events.out.tfevents.*")):
+    with open(path, "rb") as f:   # TFRecord: length, crc, event proto, crc
+      while header := f.read(12):
+        (length,) = struct.unpack("<Q", header[:8])
+        event = event_pb2.Event.FromString(f.read(length))
+        f.read(4)
+        for v in event.summary.value:
+          if v.tag == "train_loss":
+            steps.setdefault(event.step, []).append(v.simple_value)
+  assert sorted(steps) == [1, 2, 3, 4, 5, 6]
+  assert all(len(v) == 1 for v in steps.values()), steps       # each step once
+  records = [json.loads(l) for l in open(work / "metrics.jsonl")]
+  for r in records:
+    assert steps[r["round"] + 1][0] == pytest.approx(r["train_loss"], rel=1e-6)

@@ -126,12 +126,16 @@ class TensorBoardWriter:
                         "'.[tensorboard]'") from e
     self._writer = SummaryWriter(logdir)
 
-  def write(self, record: dict) -> None:
+  def write(self, record: dict, flush: bool = True) -> None:
     step = int(record["round"]) + 1
     for key, value in record.items():
       if key in self.SKIP or isinstance(value, bool) or not isinstance(value, (int, float)):
         continue
       self._writer.add_scalar(key, float(value), step)
+    if flush:
+      self._writer.flush()
+
+  def flush(self) -> None:
     self._writer.flush()
 
   def close(self) -> None:

@@ -231,9 +231,18 @@ class RunRecorder:
       self.bar.metric = exp.metric
     self.on_nonfinite = str(config.get("training", {}).get("on_nonfinite", "stop"))
     self.param_sum, self.param_count = None, 0
-    self.tensorboard = (metrics_lib.TensorBoardWriter(os.path.join(workdir, "tensorboard"))
-                        if workdir and config.get("log", {}).get("tensorboard", False)
-                        else None)
+    self.tensorboard = None
+    if workdir and config.get("log", {}).get("tensorboard", False):
+      # The event stream restarts with the run: rounds past the checkpoint (or every round, when
+      # the run starts over) must not appear twice, so the stream is rewritten from the kept
+      # records (metrics.jsonl is the source of truth) and continues from there.
+      logdir = os.path.join(workdir, "tensorboard")
+      if os.path.isdir(logdir):
+        shutil.rmtree(logdir)
+      self.tensorboard = metrics_lib.TensorBoardWriter(logdir)
+      for record in self.records:
+        self.tensorboard.write(record, flush=False)
+      self.tensorboard.flush()
     # Analysis during training: None (nothing built, traced or run) unless configured.
     self.analysis = RoundAnalysis.from_config(config, exp)
     if self.analysis is not None:   # clients sampled before a resume count as trained
