@@ -79,9 +79,10 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
               for k, (v, r, d) in sorted(rows.items())]
   else:
     lines += ["No hyperparameters of its own."]
-  lines += ["", "Run it: `python experiments/run.py --config=configs/demo.py "
+  config = "configs/demo.py" if comm is not None else "configs/minimax_toy.py:bilinear"
+  lines += ["", f"Run it: `python experiments/run.py --config={config} "
             f"--config.algorithm.name={name}`"
-            + (" (a minimax task: `--config=configs/minimax_toy.py:bilinear`)"
+            + (" (the bilinear test game; the other minimax tasks: `configs/minimax_*.py`)"
                if comm is None else "") + ".", ""]
   return "\n".join(lines)
 
@@ -111,6 +112,25 @@ def build_pages() -> dict[str, str]:
   return pages
 
 
+NAV_BEGIN = "  # BEGIN algorithm pages (written by docs/gen_algorithm_pages.py)"
+NAV_END = "  # END algorithm pages"
+
+
+def nav_block(pages: dict[str, str]) -> str:
+  """The 'Algorithms' section of mkdocs.yml's nav: the index, then every page by its title."""
+  lines = [NAV_BEGIN, "  - Algorithms:", "    - Overview: algorithms/index.md"]
+  for filename, text in pages.items():
+    if filename != "index.md":
+      title = text.splitlines()[0].lstrip("# ").split(" (`")[0]
+      lines.append(f"    - {json.dumps(title)}: algorithms/{filename}")
+  return "\n".join(lines + [NAV_END])
+
+
+def with_nav(mkdocs_yml: str, pages: dict[str, str]) -> str:
+  start, end = mkdocs_yml.index(NAV_BEGIN), mkdocs_yml.index(NAV_END) + len(NAV_END)
+  return mkdocs_yml[:start] + nav_block(pages) + mkdocs_yml[end:]
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--check", action="store_true")
@@ -127,6 +147,13 @@ def main():
         with open(path, "w") as f:
           f.write(text)
   extra = sorted(set(os.listdir(OUT)) - set(pages)) if os.path.isdir(OUT) else []
+  mkdocs_path = os.path.join(ROOT, "mkdocs.yml")
+  mkdocs_yml = open(mkdocs_path).read()
+  if with_nav(mkdocs_yml, pages) != mkdocs_yml:
+    stale.append("mkdocs.yml (nav)")
+    if not args.check:
+      with open(mkdocs_path, "w") as f:
+        f.write(with_nav(mkdocs_yml, pages))
   if args.check:
     if stale or extra:
       print(f"stale or missing: {stale}; not generated: {extra}. "

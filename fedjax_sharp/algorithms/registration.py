@@ -169,7 +169,8 @@ def register(name: str, factory: Callable | None = None, *, client: Callable | s
     server: pass `server_optimizer=` built from `config.server`; without it a non-default
       `config.server` is refused, naming `server_step` (the field to use instead) if given.
     fixed: keyword arguments passed as they are (not configurable).
-    title, paper: for the generated docs page (`docs/gen_algorithm_pages.py`).
+    title: the algorithm's display name on the generated docs page (`docs/gen_algorithm_pages.py`).
+    paper: the paper it follows, for the same page.
   Returns:
     the factory (unchanged), so that it can decorate.
   """
