@@ -53,6 +53,12 @@ class Field:
   def bounds(self):
     return parse_range(self.range) if self.range else None
 
+  def line(self) -> str:
+    """The doc with the allowed values: what `--print_config` and `--list_fields` show."""
+    extra = (f" (range {self.range})" if self.range else
+             f" (one of {list(self.choices)})" if self.choices else "")
+    return (self.doc + extra).strip()
+
 
 @dataclasses.dataclass(frozen=True)
 class Hyperparameter:
@@ -128,11 +134,14 @@ def defaults(fn: Callable) -> dict[str, Any]:
   return {name: h.default for name, h in fields(fn).items()}
 
 
-def did_you_mean(field: str, known) -> str:
-  """The CLI's hint for an unknown config field (`training.cli.describe_flag_error`)."""
+def did_you_mean(field: str, known, otherwise: str | None = None) -> str:
+  """The hint for an unknown config field, shared with the CLI's flag errors
+  (`training.cli.describe_flag_error`): the closest known names, else `otherwise` (default: the
+  list of known names)."""
   close = difflib.get_close_matches(field, list(known), n=3, cutoff=0.6)
-  return (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
-          f"; the fields are {sorted(known)}")
+  if close:
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?"
+  return f"; the fields are {sorted(known)}" if otherwise is None else otherwise
 
 
 def check_value(prefix: str, h: Hyperparameter, value) -> None:

@@ -56,9 +56,7 @@ def field_docs() -> dict[str, str]:
   out = {}
   for name, r in ALGORITHMS.items():
     for k, h in r.fields().items():
-      extra = (f" (range {h.field.range})" if h.field.range else
-               f" (one of {list(h.field.choices)})" if h.field.choices else "")
-      out[f"algorithm.{name}.{k}"] = (h.field.doc + extra).strip()
+      out[f"algorithm.{name}.{k}"] = h.field.line()
   return out
 
 

@@ -25,6 +25,8 @@ the dense table stays on the device while it takes at most TABLE_MEMORY_FRACTION
 """
 from __future__ import annotations
 
+import os
+
 from absl import logging
 import jax
 import numpy as np
@@ -91,7 +93,7 @@ class HostClientTable:
 
   def flush(self) -> None:
     """Writes queued rows (`scatter`) into the host arrays, in place."""
-    pending, self._pending = getattr(self, "_pending", None), None
+    pending, self._pending = self._pending, None
     if pending is None:
       return
     ids, rows = pending
@@ -145,7 +147,6 @@ def _host_available_bytes() -> int | None:
   except OSError:
     pass
   try:
-    import os  # pylint: disable=g-import-not-at-top
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
   except (ValueError, OSError, AttributeError):
     return None
@@ -188,6 +189,10 @@ def resolve(mode: str, algorithm, params, num_clients: int, budget_mb: float = 0
     return "device"   # no per-client state: nothing to hold anywhere
   if mode != "auto":
     return mode
+  if jax.process_count() > 1:
+    logging.info("engine.client_table 'auto' -> device: a multi-process mesh holds the table on "
+                 "its devices (a host table cannot span processes)")
+    return "device"
   per_row = sum(int(np.prod(r.shape)) * np.dtype(r.dtype).itemsize for r in jax.tree.leaves(row))
   dense = per_row * num_clients
   if budget_mb > 0:

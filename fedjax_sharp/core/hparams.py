@@ -4,8 +4,8 @@ A sweep (`training.sweep`, `RoundEngine.sweep_round`) runs several experiments o
 as one compiled program. Besides seeds and learning rates they may differ in the algorithm
 hyperparameters its registry entry lists as sweepable (`algorithms.registry.SWEEPABLE`): inside
 the vmapped round the algorithm is rebuilt from a config whose swept fields hold traced scalars
-(`training.config_paths.with_values`). Builders therefore read those fields with `scalar` (a Python number becomes a
-float, a tracer passes through) and guard Python-side range checks and shortcuts (`gamma == 0`
+(`training.config_paths.with_values`). Builders therefore read those fields with `scalar` (a
+Python number becomes a float, a tracer passes through) and guard Python-side range checks and shortcuts (`gamma == 0`
 skips a teacher pass) with `is_traced`: each experiment's concrete config has already been
 built, and checked, the normal way before the sweep traces anything.
 """

@@ -77,14 +77,10 @@ def save(workdir: str, config, next_round: int, server_state, client_table, byte
          keep: int = 2) -> None:
   """Writes the checkpoint of round `next_round`. Multi-process: every process calls it with
   the same `workdir`."""
-  host = isinstance(client_table, HostClientTable)
-  if jax.process_count() > 1:   # the client table cannot be gathered onto one host
-    clients = jax.tree.map(_global_or_host, client_table)
-    server = jax.tree.map(_global_or_host, server_state)
-  else:
-    clients = client_table.to_checkpoint() if host else jax.device_get(client_table)
-    server = jax.device_get(server_state)
-  state = {"server": server, "clients": clients}
+  host = isinstance(client_table, HostClientTable)   # refused by multi-process runs
+  clients = (client_table.to_checkpoint() if host
+             else jax.tree.map(_global_or_host, client_table))
+  state = {"server": jax.tree.map(_global_or_host, server_state), "clients": clients}
   meta = {"next_round": int(next_round), "bytes_total": int(bytes_total),
           "process_count": jax.process_count(),
           "fingerprint": fingerprint(config),

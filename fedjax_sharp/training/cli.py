@@ -7,7 +7,6 @@ Exit codes: 0 done; 1 failed; 2 bad input (config field, data file, workdir); 3 
 """
 from __future__ import annotations
 
-import difflib
 import io
 import logging as std_logging
 import os
@@ -17,6 +16,7 @@ from typing import Callable
 
 from absl import flags
 
+from fedjax_sharp.algorithms.hyperparameters import did_you_mean
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import FedjaxSharpError, RunInterrupted
 
@@ -32,14 +32,15 @@ def quiet_startup() -> None:
   std_logging.getLogger("absl").addFilter(_not_orbax_info)
 
 
-def _flat_keys(config, prefix=""):
-  keys = []
+def _flat_items(config, prefix=""):
+  """(dotted field path, value) for every leaf field of a config, in order."""
+  items = []
   for k, v in config.items():
     if hasattr(v, "items"):
-      keys.extend(_flat_keys(v, f"{prefix}{k}."))
+      items.extend(_flat_items(v, f"{prefix}{k}."))
     else:
-      keys.append(f"{prefix}{k}")
-  return keys
+      items.append((f"{prefix}{k}", v))
+  return items
 
 
 def _config_from_argv(argv):
@@ -60,14 +61,13 @@ def describe_flag_error(argv, error: BaseException) -> str:
   existing field names."""
   config = _config_from_argv(argv)
   if config is not None:
-    known = _flat_keys(config)
+    known = [key for key, _ in _flat_items(config)]
     for arg in argv[1:]:
       m = re.match(r"--config\.([\w.]+)(=|$)", arg)
       if m and m.group(1) not in known:
         field = m.group(1)
-        close = difflib.get_close_matches(field, known, n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else \
-            "; `experiments/run.py --config=... --print_config` lists the fields"
+        hint = did_you_mean(field, known, otherwise="; `experiments/run.py --config=... "
+                            "--print_config` lists the fields")
         return f"config field {field!r} does not exist{hint}"
   text = str(error).strip().splitlines()
   return text[-1] if text else type(error).__name__
@@ -137,7 +137,7 @@ def field_docs() -> dict[str, str]:
   docs.update(registry.field_docs())
   for name, factory in minimax.FACTORIES.items():
     for k, h in fields(factory).items():
-      docs[f"algorithm.{name}.{k}"] = h.field.doc
+      docs[f"algorithm.{name}.{k}"] = h.field.line()
   return docs
 
 
@@ -145,10 +145,7 @@ def format_config(config) -> str:
   """Every field of the resolved config with its value and its own doc."""
   docs = field_docs()
   out = io.StringIO()
-  for key in _flat_keys(config):
-    node = config
-    for part in key.split("."):
-      node = node[part]
+  for key, node in _flat_items(config):
     doc = docs.get(key, "")
     out.write(f"{key} = {node!r}" + (f"    # {doc}" if doc else "") + "\n")
   return out.getvalue()
@@ -159,11 +156,8 @@ def format_fields(config, prefix: str = "") -> str:
   same data as `format_config`."""
   docs = field_docs()
   out = io.StringIO()
-  for key in _flat_keys(config):
+  for key, node in _flat_items(config):
     if not key.startswith(prefix):
       continue
-    node = config
-    for part in key.split("."):
-      node = node[part]
     out.write(f"  --config.{key}={node!r}\n" + (f"      {docs[key]}\n" if docs.get(key) else ""))
   return out.getvalue()

@@ -27,7 +27,7 @@ from fedjax_sharp.training import metrics as metrics_lib
 COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", "final_acc",
            "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
            "relative_time", "lambda_max_mean", "lambda_max_std", "test_acc_last_n_mean",
-           "test_acc_last_n_std", "last_n_used", "std_over")
+           "test_acc_last_n_std", "last_n_used")
 
 
 def parse_algorithms(spec: str) -> list[str]:
@@ -261,7 +261,6 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
         "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
-        "std_over": "seeds" if len(runs) > 1 else "rounds",
         "final_acc": float(np.mean([run["summary"][f"final_{metric}"] for run in runs])),
         "rounds_to_target": (float(np.mean([h[0] for h in reached]))
                              if reached and len(reached) == len(hits) else None),
@@ -397,7 +396,7 @@ def _last_n_and_std_label(rows: list[dict], last_n: int) -> tuple[str, str]:
   used = [r.get("last_n_used", last_n) for r in rows] or [last_n]
   n = max(used)
   last = f"last {n}" if min(used) == n else f"last {min(used)}-{n}"
-  over = {r.get("std_over", "seeds") for r in rows}
+  over = {"seeds" if r["seeds"] > 1 else "rounds" for r in rows}   # as table_rows takes std
   label = ("std over seeds" if over == {"seeds"} else
            f"std over the {last} rounds of one seed" if over == {"rounds"} else
            "std over seeds; over rounds where seeds = 1")

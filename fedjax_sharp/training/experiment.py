@@ -17,7 +17,7 @@ import numpy as np
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import client_table as client_table_lib
-from fedjax_sharp.core import distributed, feeding, sharding, tree
+from fedjax_sharp.core import feeding, sharding, tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
@@ -159,10 +159,7 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   execution = ExecutionConfig.from_config(config.engine)
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table_lib.resolve(
-                           # A multi-process mesh holds the table on its devices.
-                           "device" if (distributed.is_multiprocess() and
-                                        config.engine.get("client_table", "auto") == "auto")
-                           else str(config.engine.get("client_table", "auto")), algorithm, params,
+                           str(config.engine.get("client_table", "auto")), algorithm, params,
                            len(client_indices),
                            float(config.engine.get("client_table_budget_mb", 0.0))),
                        mesh=sharding.mesh_for(int(config.engine.get("devices", 1)),

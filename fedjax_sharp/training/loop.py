@@ -40,6 +40,10 @@ def build_experiment(config, dataset=None) -> Experiment:
   dataset of `config.data` (sweeps load it once for all their experiments; classification
   only)."""
   config_lib.validate(config)
+  return _build_validated(config, dataset)
+
+
+def _build_validated(config, dataset=None) -> Experiment:
   if config_lib.is_minimax(config):
     return minimax_experiment.build_experiment(config)
   return build_classification_experiment(config, dataset)
@@ -101,6 +105,9 @@ def run(config, workdir: str | None = None, progress: bool = True,
   only process 0 writes `workdir` (the others run without one), and all of them save and
   restore its checkpoints together (`training.checkpoints`).
   """
+  # A bad value is reported as itself, before the workdir (created by the lock, compared with
+  # the config) is touched.
+  config_lib.validate(config)
   checkpoint_workdir = workdir
   if distributed.is_multiprocess():
     check_multiprocess(config)
@@ -109,11 +116,10 @@ def run(config, workdir: str | None = None, progress: bool = True,
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
   with lock:
     if workdir:
-      config_lib.validate(config)   # a bad value is reported as itself, not as "another setting"
       workdir_lib.check_setting(workdir, config)
     started_from = provenance()   # the code at the start: a checkout moved later changes nothing
     t_build = time.time()
-    exp = experiment or build_experiment(config)
+    exp = experiment or _build_validated(config)
     r = RunRecorder(config, workdir, exp, time.time() - t_build, progress,
                     checkpoint_workdir=checkpoint_workdir, run_provenance=started_from)
     status = "failed"

@@ -60,7 +60,6 @@ class Progress:
     self.first_round_s = None    # compile + the first round of this process
     self.first_done_at = None
     self.metric = "test_accuracy"
-    self.text = ""
     self._bar = None
     if self.tty:
       import tqdm  # pylint: disable=g-import-not-at-top
@@ -87,18 +86,18 @@ class Progress:
     label = "acc" if self.metric == "test_accuracy" else self.metric
     acc_s = f"{label} {value:.4g}" if value is not None else f"{label}   -   "
     eta_s = f"eta {eta:,.0f} s" if eta is not None else "eta after the next round"
-    self.text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
-                 f"train loss {record['train_loss']:.4f} | {record['round_time_s']:.2f} s/round | "
-                 f"first round {self.first_round_s:,.1f} s (compile) | "
-                 f"elapsed {now - self.start:,.0f} s | {eta_s}")
+    text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
+            f"train loss {record['train_loss']:.4f} | {record['round_time_s']:.2f} s/round | "
+            f"first round {self.first_round_s:,.1f} s (compile) | "
+            f"elapsed {now - self.start:,.0f} s | {eta_s}")
     if self._bar is not None:
-      self._bar.set_postfix_str(self.text.split(" | ", 1)[1], refresh=False)
+      self._bar.set_postfix_str(text.split(" | ", 1)[1], refresh=False)
       self._bar.update(done - self._bar.n)
       if done == self.total:
         self._bar.close()
     else:
-      logging.info(self.text)
-    return self.text
+      logging.info(text)
+    return text
 
 
 STATUSES = ("completed", "interrupted", "diverged", "failed")
