@@ -398,6 +398,85 @@ def test_tfds_real_array_record_roundtrip(tfds, tmp_path, monkeypatch):
     assert all(want[x.tobytes()] == y for x, y in zip(got_x, got_y))
 
 
+def _closed_port() -> int:
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as sock:
+    sock.bind(("127.0.0.1", 0))
+    return sock.getsockname()[1]   # closed once the socket is: connections are refused
+
+
+def test_tfds_download_without_tensorflow_names_the_extra_and_the_command(tfds, tmp_path,
+                                                                         monkeypatch):
+  monkeypatch.setattr(sources, "_tensorflow_available", lambda: False)
+  monkeypatch.setattr(sources, "_probe", lambda *a, **k: pytest.fail("no probe without TF"))
+  with pytest.raises(data.DatasetNotPreparedError) as err:
+    data.load_dataset(cfg(source="tfds", name="cifar10", path=str(tmp_path), download=True))
+  msg = str(err.value)
+  assert "\n" not in msg and "data.name='cifar10'" in msg and str(tmp_path) in msg
+  assert "pip install 'fedjax_sharp[prepare]'" in msg
+  assert f"tfds build cifar10 --file_format=array_record --data_dir={tmp_path}" in msg
+
+
+def test_tfds_download_with_no_network_fails_fast_in_one_line(tfds, tmp_path, monkeypatch):
+  port = _closed_port()
+  monkeypatch.setattr(sources, "_tensorflow_available", lambda: True)
+  monkeypatch.setitem(sources.DOWNLOAD_HOSTS, "cifar10", ("127.0.0.1", port))
+  with pytest.raises(data.DatasetNotPreparedError) as err:
+    data.load_dataset(cfg(source="tfds", name="cifar10", path=str(tmp_path)))  # default: True
+  msg = str(err.value)
+  assert "\n" not in msg and "data.name='cifar10'" in msg and str(tmp_path) in msg
+  assert f"cannot be downloaded (no connection to 127.0.0.1:{port}" in msg
+  assert "tfds build cifar10" in msg and "data.source='idx'" in msg   # the offline ways
+
+
+def test_tfds_download_false_never_prepares(tfds, tmp_path, monkeypatch):
+  monkeypatch.setattr(sources, "_download_and_prepare",
+                      lambda *a: pytest.fail("data.download=False must not prepare"))
+  with pytest.raises(data.DatasetNotPreparedError, match="not prepared"):
+    data.load_dataset(cfg(source="tfds", name="cifar10", path=str(tmp_path), download=False))
+
+
+def test_tfds_download_prepares_once_in_array_record_then_reads_offline(tfds, tmp_path,
+                                                                        monkeypatch):
+  """data.download=True on an unprepared (registered) dataset: TFDS prepares it once, in
+  array_record, and it is read back; the second load neither probes nor prepares."""
+  import PIL.Image  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(1)
+  xs = {"train": rng.integers(0, 256, (9, 4, 4, 3), dtype=np.uint8),
+        "test": rng.integers(0, 256, (5, 4, 4, 3), dtype=np.uint8)}
+  ys = {"train": np.arange(9) % 3, "test": np.arange(5) % 3}
+  prepared_formats = []
+
+  class FedjaxSharpDownloadProbe(tfds.core.GeneratorBasedBuilder):  # registered: tfds.builder
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+      return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({
+          "image": tfds.features.Image(shape=(4, 4, 3)),
+          "label": tfds.features.ClassLabel(num_classes=3)}))
+
+    def _split_generators(self, dl_manager):
+      prepared_formats.append(self.info.file_format)
+      return {s: self._generate_examples(s) for s in ("train", "test")}
+
+    def _generate_examples(self, split):
+      for i in range(len(ys[split])):
+        yield i, {"image": PIL.Image.fromarray(xs[split][i]), "label": int(ys[split][i])}
+
+  name = FedjaxSharpDownloadProbe.name
+  monkeypatch.setattr(sources, "_tensorflow_available", lambda: True)
+  probes = []
+  monkeypatch.setattr(sources, "_probe", lambda host, port: probes.append(host))
+  ds = data.load_tfds(name, data_dir=str(tmp_path), download=True)
+  assert len(probes) == 1 and len(prepared_formats) == 1
+  assert "array_record" in str(prepared_formats[0]).lower()
+  np.testing.assert_array_equal(np.sort(ds.y_train), np.sort(ys["train"]))
+  assert ds.num_classes == 3 and ds.input_shape == (4, 4, 3)
+  again = data.load_tfds(name, data_dir=str(tmp_path), download=True)
+  assert len(probes) == 1 and len(prepared_formats) == 1   # cached: no network, no preparing
+  np.testing.assert_array_equal(again.x_test, ds.x_test)
+
+
 def test_tfds_wrong_key_is_reported_not_mistaken_for_unprepared(tfds, monkeypatch):
   monkeypatch.setattr(tfds, "load", lambda *a, **k: pytest.fail("no fallback for a key error"))
   with tfds.testing.mock_data(num_examples=3, policy=tfds.testing.MockPolicy.USE_CODE):
