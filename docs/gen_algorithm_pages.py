@@ -15,28 +15,9 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from update_rules import RULES  # pylint: disable=g-import-not-at-top,wrong-import-position
 OUT = os.path.join(ROOT, "docs", "algorithms")
-
-# Update rules for the algorithms whose module docstring does not spell them out.
-EXTRA = {
-    "fedavg": """Client m starts from the broadcast `w^t` with a fresh local optimiser (SGD with
-momentum and weight decay by default) and takes `K_m` steps on its data; the server forms the
-pseudo-gradient `D = w^t - sum_m p_m w_m` (`p_m` example-count or uniform weights) and applies
-`config.server` (`sgd` with lr 1 is FedAvg; `adam`, `yogi`, `adagrad` are FedOpt):
-
-    w_{m,k+1} = w_{m,k} - eta_t * opt(grad f_m(w_{m,k}; xi))
-    w^{t+1}   = w^t - server_opt(D)""",
-    "fedsam": """FedAvg with the SAM client optimiser (`fedjax_sharp/core/sam.py`): on each batch
-
-    e = rho * g / ||g||          (g = grad f_m(w; xi), one global L2 norm over the pytree)
-    w <- w - eta_t * opt(grad f_m(w + e; xi))   (same batch, same augmentation draw)""",
-    "fedasam": """FedAvg with the ASAM client optimiser: the ascent is scaled elementwise by
-`T = |w| + eta`:
-
-    e = rho * T^2 g / ||T g||
-    w <- w - eta_t * opt(grad f_m(w + e; xi))""",
-}
-
 
 def _algorithms():
   sys.path.insert(0, ROOT)
@@ -66,10 +47,9 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
   if comm is not None:
     lines += [f"**Communication per sampled client and round:** {comm[0]:g} model-sized "
               f"vector(s) down, {comm[1]:g} up.", ""]
-  lines += ["## Update rule", ""]
-  if name in EXTRA:
-    lines += [EXTRA[name], ""]
-  lines += [f"From `{module.__name__}`:", "", "```text", doc, "```", ""]
+  lines += ["## Update rule", "", RULES[name].strip(), ""]
+  lines += ["## Notes", "", f"The module docstring of `{module.__name__}` (what `help()` shows in a notebook):",
+            "", "```text", doc, "```", ""]
   lines += ["## Defaults", ""]
   if rows:
     lines += [f"`config.algorithm.{name}` (override with `--config.algorithm.{name}.FIELD=...`), "
@@ -89,6 +69,10 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
 
 def build_pages() -> dict[str, str]:
   classification, minimax = _algorithms()
+  missing = sorted(set(classification) | set(minimax.MINIMAX_ALGORITHMS))
+  missing = [n for n in missing if n not in RULES]
+  if missing:
+    raise SystemExit(f"docs/update_rules.py has no update rule for {missing}")
   pages = {}
   rows = ["# Algorithms", "",
           "Every registered algorithm, with its update rule, defaults and communication. "

@@ -29,4 +29,51 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
   proc = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
                         cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert os.path.exists(tmp_path / "site" / "algorithms" / "fedgmt" / "index.html")
+  page = (tmp_path / "site" / "algorithms" / "fedgmt" / "index.html").read_text()
+  # The update rule reaches the page as arithmatex math (rendered by the vendored KaTeX), and
+  # the page loads KaTeX from the site itself (offline), not from a CDN.
+  assert 'class="arithmatex"' in page
+  assert "assets/katex/katex.min.js" in page and "cdn" not in page.lower()
+  assert os.path.exists(tmp_path / "site" / "assets" / "katex" / "fonts" /
+                        "KaTeX_Main-Regular.woff2")
+
+
+def _formulas(text: str) -> list[tuple[str, bool]]:
+  """(TeX, display) for every $$...$$ block and $...$ span of a Markdown text (code spans out)."""
+  import re
+  text = re.sub(r"`[^`]*`", "", text)
+  display = re.findall(r"\$\$(.+?)\$\$", text, flags=re.S)
+  inline = re.findall(r"(?<![\\$])\$(?!\s)([^$\n]+?)(?<!\s)\$(?!\$)",
+                      re.sub(r"\$\$(.+?)\$\$", "", text, flags=re.S))
+  return [(f, True) for f in display] + [(f, False) for f in inline]
+
+
+def test_every_update_rule_renders_with_the_vendored_katex(tmp_path):
+  """Each formula of docs/update_rules.py goes through the KaTeX the site ships
+  (docs/assets/katex/katex.min.js) with throwOnError: a TeX typo fails here, not in a reader's
+  browser. Needs node (skipped without it)."""
+  import json
+  node = shutil.which("node")
+  if node is None:
+    pytest.skip("node not installed")
+  sys.path.insert(0, os.path.join(ROOT, "docs"))
+  try:
+    from update_rules import RULES
+  finally:
+    sys.path.pop(0)
+  formulas = [(name, tex, display) for name, text in RULES.items()
+              for tex, display in _formulas(text)]
+  assert len(formulas) >= 2 * len(RULES)  # every rule has at least a little math
+  (tmp_path / "formulas.json").write_text(json.dumps(formulas))
+  script = ("const katex = require(process.argv[1]);"
+            "const items = JSON.parse(require('fs').readFileSync(process.argv[2]));"
+            "let bad = 0;"
+            "for (const [name, tex, display] of items) {"
+            "  try { katex.renderToString(tex, {throwOnError: true, displayMode: display}); }"
+            "  catch (e) { bad++; console.log(name + ': ' + e.message); } }"
+            "process.exit(bad ? 1 : 0);")
+  proc = subprocess.run([node, "-e", script, os.path.join(ROOT, "docs", "assets", "katex",
+                                                          "katex.min.js"),
+                         str(tmp_path / "formulas.json")],
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

@@ -1,0 +1,670 @@
+"""The "Update rule" section of every algorithm's docs page, as rendered math.
+
+`docs/gen_algorithm_pages.py` inserts `RULES[name]` under "## Update rule" of
+`docs/algorithms/<name>.md`; the module docstring (plain text, the long details: paper-vs-code
+history, defaults' sources) follows under "## Notes". Each entry is Markdown with TeX for
+pymdownx.arithmatex in generic mode, rendered by the vendored KaTeX: inline math `$...$` (no
+space just inside the dollars), display math in `$$` blocks on lines of their own with a blank
+line before and after, KaTeX-supported macros only (tests/test_docs.py renders every formula
+with `throwOnError`).
+
+The entries follow the code, in the order it applies the steps (client step, what the client
+keeps and uploads, server step), with the module docstrings' symbols; an option appears only
+where it changes a formula. Edit a rule together with the algorithm's code.
+"""
+
+RULES: dict[str, str] = {
+    # ---------------------------------------------------------------- FedAvg family (fed_avg.py)
+    "fedavg": r"""
+Round $t$: each sampled client $m \in N_t$ starts from the broadcast $w_{m,0} = w^t$ with a fresh
+local optimiser state and takes $K_m$ steps on minibatches $\xi$ of its data:
+
+$$
+w_{m,k+1} = w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k}; \xi)\big),
+\qquad k = 0, \dots, K_m - 1
+$$
+
+It keeps nothing and uploads $\Delta_m = w^t - w_{m,K_m}$. The server takes one step of its
+optimiser (`config.server`) from $w^t$, with the pseudo-gradient as the gradient:
+
+$$
+\Delta = \sum_{m \in N_t} p_m \Delta_m, \qquad w^{t+1} = \mathrm{ServerOpt}(w^t; \Delta)
+$$
+
+$f_m$: the masked cross-entropy, a mean over the batch's real examples (or loss tokens).
+$K_m = E \lceil n_m / B \rceil$, or `local.steps`. $\eta_t$: the round's client learning rate
+(`local.lr` decayed by `local.lr_decay` once per round). $p_m$: the aggregation weights,
+$n_m / \sum_{j \in N_t} n_j$ (or uniform), summing to 1. $\mathrm{opt}(d)$: the local
+optimiser's update for the input $d$; the default SGD with momentum $\mu$ and weight decay
+$\lambda$ keeps a buffer $b \leftarrow \mu b + d + \lambda w_{m,k}$ (0 at the start of every
+round) and returns $b$. The default server `sgd` with lr 1 gives
+$w^{t+1} = \sum_m p_m w_{m,K_m}$ (FedAvg); lr $\eta_g$ gives $w^{t+1} = w^t - \eta_g \Delta$;
+`adam`, `yogi`, `adagrad` are FedOpt.
+""",
+    "fedsam": r"""
+[FedAvg](fedavg.md) with the SAM client optimiser: on each batch $\xi$ (the same batch and
+augmentation for both passes) client $m$ ascends to $w_{m,k} + e$ and steps with the gradient
+there, from the unperturbed weights (momentum and weight decay see $w_{m,k}$):
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
+\end{aligned}
+$$
+
+$\lVert \cdot \rVert$ is one global L2 norm over the parameter pytree; $\rho$ = `rho` (0.05).
+Upload $\Delta_m = w^t - w_{m,K_m}$ and server as FedAvg:
+$w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\rho = 0$ is FedAvg
+exactly. $\eta_t$, $p_m$, $\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
+""",
+    "fedasam": r"""
+[FedAvg](fedavg.md) with the ASAM client optimiser: the SAM ascent is rescaled elementwise by
+$T = \lvert w_{m,k} \rvert + \eta$ ($T = 1$ on biases), on the same batch $\xi$ for both passes:
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad
+e = \rho\, \frac{T \odot T \odot g}{\lVert T \odot g \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
+\end{aligned}
+$$
+
+$\odot$: elementwise product; $\lVert \cdot \rVert$: one global L2 norm over the pytree (biases
+included). $\rho$ = `rho` (0.5), $\eta$ = `eta` (0.2; not the learning rate $\eta_t$). Upload
+$\Delta_m = w^t - w_{m,K_m}$ and server as FedAvg:
+$w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\eta_t$, $p_m$,
+$\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------- fed_prox.py
+    "fedprox": r"""
+Client $m$ starts from $w_{m,0} = w^t$ with a fresh optimiser, keeps $w^t$ as the proximal
+centre and takes $K_m$ steps on $f_m(w) + \frac{\mu}{2} \lVert w - w^t \rVert^2$:
+
+$$
+w_{m,k+1} = w_{m,k}
+- \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k}; \xi) + \mu\, (w_{m,k} - w^t)\big)
+$$
+
+It uploads $\Delta_m = w^t - w_{m,K_m}$; the server is FedAvg's (FedOpt with `config.server`):
+
+$$
+w^{t+1} = \mathrm{ServerOpt}\Big(w^t; \sum_{m \in N_t} p_m \Delta_m\Big)
+$$
+
+$\mu$ = `mu` (0.01); $\mu = 0$ is FedAvg exactly. $\eta_t$, $p_m$, $\mathrm{opt}$,
+$\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------- scaffold.py
+    "scaffold": r"""
+Server state: $w^t$ and the global control $c$; each client keeps its control $c_m$ in the
+client table (all 0 at start). Client $m \in N_t$ receives $(w^t, c)$, starts from
+$w_{m,0} = w^t$ with a fresh optimiser, takes $K_m$ corrected steps, then updates its control
+(option II):
+
+$$
+\begin{aligned}
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k}; \xi) - c_m + c\big)\\
+c_m^+ &= c_m - c + \frac{w^t - w_{m,K_m}}{K_m\, \eta_t}
+\end{aligned}
+$$
+
+It keeps $c_m^+$ and uploads $(w^t - w_{m,K_m},\ c_m^+ - c_m)$. The server ($M$: all clients)
+steps its optimiser on the weighted model update and adds the cohort's summed control updates
+divided by $M$:
+
+$$
+\begin{aligned}
+w^{t+1} &= \mathrm{ServerOpt}\Big(w^t; \sum_{m \in N_t} p_m (w^t - w_{m,K_m})\Big)\\
+c &\leftarrow c + \frac{1}{M} \sum_{m \in N_t} (c_m^+ - c_m)
+\end{aligned}
+$$
+
+$\eta_t$, $p_m$, $\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md); weight decay in
+$\mathrm{opt}$ is part of the local update, so the control absorbs it. Client momentum:
+`config.algorithm.scaffold.momentum` (0, the paper's), not `local.momentum`.
+""",
+    "fedgamma": r"""
+[SCAFFOLD](scaffold.md) with a SAM client optimiser. Server: $w^t$ and the global control $c$;
+client table: $c_m$ (all 0 at start). Client $m \in N_t$ receives $(w^t, c)$, starts from
+$w_{m,0} = w^t$ with a fresh optimiser, perturbs with its raw local gradient and descends along
+the corrected SAM gradient (same batch $\xi$ for both passes):
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - c_m + c\big)\\
+c_m^+ &= c_m - c + \frac{w^t - w_{m,K_m}}{K_m\, \eta_t}
+\end{aligned}
+$$
+
+It keeps $c_m^+$ and uploads $(w^t - w_{m,K_m},\ c_m^+ - c_m)$. Server ($M$: all clients):
+
+$$
+\begin{aligned}
+w^{t+1} &= \mathrm{ServerOpt}\Big(w^t; \sum_{m \in N_t} p_m (w^t - w_{m,K_m})\Big)\\
+c &\leftarrow c + \frac{1}{M} \sum_{m \in N_t} (c_m^+ - c_m)
+\end{aligned}
+$$
+
+$\rho$ = `rho` (0.05); $\rho = 0$ is SCAFFOLD. Client momentum: `momentum` (0). $\eta_t$, $p_m$,
+$\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
+""",
+    # --------------------------------------------------------------------------------- fed_cm.py
+    "fedcm": r"""
+Server state: $w^r$ and the global momentum $\Delta^r$ in gradient units ($\Delta^0 = 0$), both
+sent down. Client $i$ starts from $w_{i,0} = w^r$ with a fresh optimiser and on each batch $\xi$
+mixes its gradient with the momentum:
+
+$$
+v = \beta\, \nabla f_i(w_{i,k}; \xi) + (1 - \beta)\, \Delta^r,
+\qquad w_{i,k+1} = w_{i,k} - \eta_l\, \mathrm{opt}(v)
+$$
+
+It keeps nothing and uploads $w^r - w_{i,K_i}$ (with its step count $K_i$). Server:
+
+$$
+\begin{aligned}
+\Delta^{r+1} &= \sum_i p_i\, \frac{w^r - w_{i,K_i}}{\eta_l K_i}\\
+w^{r+1} &= w^r - s \sum_i p_i\, (w^r - w_{i,K_i})
+\end{aligned}
+$$
+
+$\eta_l$: the client learning rate of round $r$; $\beta$ = `beta` (0.1); $s$ =
+`server_lr_relative` (1: the model average). This is $w^{r+1} = w^r - \eta_g \Delta^{r+1}$ with
+$\eta_g = s\, \eta_l K_i$ client by client. $\beta = 1$ is FedAvg exactly. Client momentum:
+`momentum` (0). $p_i$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    "mofedsam": r"""
+[FedCM](fedcm.md) with a SAM client optimiser. Server state: $w^r$ and the global momentum
+$\Delta^r$ in gradient units ($\Delta^0 = 0$), both sent down. Client $i$ starts from
+$w_{i,0} = w^r$ with a fresh optimiser; on each batch $\xi$ (same batch for both passes):
+
+$$
+\begin{aligned}
+g &= \nabla f_i(w_{i,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+v &= \beta\, \nabla f_i(w_{i,k} + e; \xi) + (1 - \beta)\, \Delta^r,
+\qquad w_{i,k+1} = w_{i,k} - \eta_l\, \mathrm{opt}(v)
+\end{aligned}
+$$
+
+It uploads $w^r - w_{i,K_i}$ (with $K_i$). Server:
+
+$$
+\begin{aligned}
+\Delta^{r+1} &= \sum_i p_i\, \frac{w^r - w_{i,K_i}}{\eta_l K_i}\\
+w^{r+1} &= w^r - s \sum_i p_i\, (w^r - w_{i,K_i})
+\end{aligned}
+$$
+
+$\eta_l$: the client learning rate of round $r$; $\rho$ = `rho` (0.1); $\beta$ = `beta` (0.1);
+$s$ = `server_lr_relative` (1: the model average, i.e. $\eta_g = s\, \eta_l K_i$ in
+$w^{r+1} = w^r - \eta_g \Delta^{r+1}$). $\beta = 1$ is FedSAM exactly. Client momentum:
+`momentum` (0). $p_i$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------ mime_lite.py
+    "mimelite": r"""
+Server state: $x^t$ and the momentum $m$ (0 at start), both sent down. Client $i$ starts from
+$y_0 = x^t$ with a fresh optimiser (client momentum 0). On each batch $\xi$ it steps with the
+frozen server momentum and, during its first epoch, accumulates the gradient at $x^t$ ($G_i = 0$
+at start; $n_\xi$ the batch's real examples):
+
+$$
+\begin{aligned}
+y_{k+1} &= y_k - \eta_t\, \mathrm{opt}\big((1 - \beta)\, \nabla f_i(y_k; \xi) + \beta m\big)\\
+G_i &\leftarrow G_i + n_\xi\, \nabla f_i(x^t; \xi), \qquad N_i \leftarrow N_i + n_\xi
+\end{aligned}
+$$
+
+It uploads $\big(x^t - y_{K},\ \nabla f_i(x^t) = G_i / N_i\big)$, the full-batch gradient at the
+server model (over the examples seen when `local.steps` is under one epoch). Server:
+
+$$
+\begin{aligned}
+x^{t+1} &= \mathrm{ServerOpt}\Big(x^t; \sum_i p_i\, (x^t - y_{i,K})\Big)\\
+m &\leftarrow (1 - \beta) \sum_i p_i\, \nabla f_i(x^t) + \beta m
+\end{aligned}
+$$
+
+$\beta$ = `beta` (0.9). $\eta_t$, $p_i$, $\mathrm{opt}$, $\mathrm{ServerOpt}$ (plain average by
+default): as for [FedAvg](fedavg.md).
+""",
+    # -------------------------------------------------------------------------------- fed_ntd.py
+    "fedntd": r"""
+Client $m$ starts from $w_{m,0} = w^t$ with a fresh optimiser and keeps $w^t$ frozen as the
+teacher. Its loss on a batch $\xi = (x, y)$ adds the not-true distillation to the cross-entropy:
+
+$$
+\begin{aligned}
+\ell_m(w; \xi) &= \mathrm{CE}\big(f(w; x), y\big) + \beta \tau^2 \operatorname{KL}\Big(
+\tilde q\big(f(w^t; x) / \tau\big) \,\Big\Vert\, \tilde q\big(f(w; x) / \tau\big)\Big)\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla \ell_m(w_{m,k}; \xi)\big)
+\end{aligned}
+$$
+
+$\tilde q$: the softmax over the not-true classes only (the true class's logit removed); the KL
+is a mean over the batch's real examples (or loss tokens). One extra forward pass of the
+teacher, no extra backward. Upload $\Delta_m = w^t - w_{m,K_m}$; server as FedAvg:
+$w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\beta$ = `beta` (1),
+$\tau$ = `tau` (1); $\beta = 0$ is FedAvg exactly. $\eta_t$, $p_m$, $\mathrm{opt}$,
+$\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
+""",
+    # -------------------------------------------------------------------------------- fed_dyn.py
+    "feddyn": r"""
+Each client keeps a dual $h_m$, the server $w^t$ and $h$ (all 0 at start). Client $m \in N_t$
+starts from $w_{m,0} = w^t$ with a fresh optimiser, descends on
+$f_m(w) - \langle h_m, w \rangle + R(w - w^t)$, then updates its dual:
+
+$$
+\begin{aligned}
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k}; \xi) - h_m
++ \nabla R(w_{m,k} - w^t)\big)\\
+h_m &\leftarrow h_m - \alpha\, (w_{m,K_m} - w^t)
+\end{aligned}
+$$
+
+It uploads $\Delta_m = w_{m,K_m} - w^t$. Server ($M$: all clients):
+
+$$
+\begin{aligned}
+h &\leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m\\
+w^{t+1} &= w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}
+\end{aligned}
+$$
+
+$\alpha$ = `alpha` (0.1). `prox='squared'` (the paper, default):
+$R(v) = \frac{\alpha}{2} \lVert v \rVert^2$, $\nabla R(v) = \alpha v$; `'unsquared'` (the FedGMT
+authors' code): $\nabla R(v) = \frac{\alpha}{2}\, v / (\lVert v \rVert + 10^{-12})$; `'none'`:
+$R = 0$. The paper's uniform cohort average is `aggregation='uniform'`. $\eta_t$, $p_m$,
+$\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    "feddyn_sam": r"""
+[FedDyn](feddyn.md) with the SAM client optimiser: the cross-entropy gradient is taken at the
+perturbed weights, the dual and proximal terms at $w_{m,k}$. Client $m \in N_t$ keeps $h_m$ (0 at
+start) and starts from $w_{m,0} = w^t$ with a fresh optimiser; on each batch $\xi$:
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - h_m
++ \nabla R(w_{m,k} - w^t)\big)\\
+h_m &\leftarrow h_m - \alpha\, (w_{m,K_m} - w^t) \quad (\text{after the } K_m \text{ steps})
+\end{aligned}
+$$
+
+It uploads $\Delta_m = w_{m,K_m} - w^t$. Server ($M$: all clients), FedDyn's:
+
+$$
+h \leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m,
+\qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}
+$$
+
+$\rho$ = `rho` (0.05), $\alpha$ = `alpha` (0.1); $\rho = 0$ is FedDyn exactly. $R$ as set by
+`prox` (default $\frac{\alpha}{2} \lVert v \rVert^2$, see FedDyn). $\eta_t$, $p_m$,
+$\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------ fed_speed.py
+    "fedspeed": r"""
+Client $i$ keeps the prox-correction $\hat g_i$ (0 at start) and starts from $x_{i,0} = x^t$ with
+a fresh optimiser. On each batch $\xi$ (same batch for both passes) it mixes the gradient with
+the gradient after an ascent step into a quasi-gradient:
+
+$$
+\begin{aligned}
+g_1 &= \nabla f_i(x_{i,k}; \xi), \qquad g_2 = \nabla f_i(x_{i,k} + \rho\, g_1; \xi),
+\qquad \tilde g = (1 - \alpha)\, g_1 + \alpha\, g_2\\
+x_{i,k+1} &= x_{i,k} - \eta_t\, \mathrm{opt}\Big(\tilde g - \hat g_i
++ \tfrac{1}{\lambda}\, (x_{i,k} - x^t)\Big)\\
+\hat g_i &\leftarrow \hat g_i - \tfrac{1}{\lambda}\, (x_{i,K} - x^t)
+\quad (\text{after the } K \text{ steps})
+\end{aligned}
+$$
+
+Server, `variant='paper'` (`dual_average='active'`): each client uploads
+$x_{i,K} - \lambda \hat g_i - x^t$ (one model) and
+$x^{t+1} = \sum_i p_i\, (x_{i,K} - \lambda \hat g_i)$.
+`variant='code'`: $\alpha = 1$, the normalised ascent
+$x_{i,k} + \rho\, g_1 / (\lVert g_1 \rVert + 10^{-12})$ and FedDyn's server: upload
+$x_{i,K} - x^t$, $h \leftarrow h - \frac{1}{\lambda M} \sum_{i \in N_t} (x_{i,K} - x^t)$,
+$x^{t+1} = \sum_i p_i\, x_{i,K} - \lambda h$ ($M$: all clients). Defaults: $\lambda$ = `lam`
+(10), $\rho$ = `rho` (0.05), $\alpha$ = 0.95 ('paper'); `prox='unsquared'`: the proximal
+gradient of [FedDyn](feddyn.md) with $\alpha_{\mathrm{dyn}} = 1/\lambda$. $\eta_t$, $p_i$,
+$\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------- fed_smoo.py
+    "fedsmoo": r"""
+Client $m$ keeps the FedDyn dual $h_m$ and the perturbation dual $\mu_m$; the server keeps $w^t$,
+$h$ and the global perturbation $s$ (all 0 at start) and sends $(w^t, s)$. Client $m$ starts from
+$w_{m,0} = w^t$ with a fresh optimiser; on each batch $\xi$ (same batch for both passes):
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad
+e = \rho\, \frac{g - \mu_m - s}{\lVert g - \mu_m - s \rVert + 10^{-12}},
+\qquad \mu_m \leftarrow \mu_m + (e - s)\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - h_m
++ \nabla R(w_{m,k} - w^t)\big)
+\end{aligned}
+$$
+
+After $K_m$ steps $h_m \leftarrow h_m - \alpha\, (w_{m,K_m} - w^t)$; it keeps $h_m$, $\mu_m$ and
+uploads $\Delta_m = w_{m,K_m} - w^t$ and $s_m = \mu_m - e_{K_m}$ (the last step's $e$). Server
+($M$: all clients), FedDyn's model step, then the new $s$:
+
+$$
+\begin{aligned}
+h &\leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m,
+\qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}\\
+s &= \rho\, \frac{\sum_m p_m s_m}{\lVert \sum_m p_m s_m \rVert + 10^{-12}}
+\end{aligned}
+$$
+
+$\alpha$ = `alpha` (0.1), $\rho$ = `rho` (0.05), $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$
+(`prox` as for [FedDyn](feddyn.md)). `s_update='mu'` uploads $s_m = \mu_m$ (the authors' code);
+`dual_average='active'` uploads $\Delta_m - h_m / \alpha$ (new $h_m$) and sets
+$w^{t+1} = w^t + \sum_m p_m (\Delta_m - h_m / \alpha)$. $\eta_t$, $p_m$, $\mathrm{opt}$: as for
+[FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------ fed_lesam.py
+    "fedlesam": r"""
+Client $m$ keeps $w_{\mathrm{old}}$, the global model it received at its previous participation.
+Round $t$: it starts from $w_{m,0} = w^t$ with a fresh optimiser and uses one perturbation for
+the whole round, with no extra backward pass:
+
+$$
+\begin{aligned}
+e &= \rho\, \frac{w_{\mathrm{old}} - w^t}{\lVert w_{\mathrm{old}} - w^t \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
+\end{aligned}
+$$
+
+Then $w_{\mathrm{old}} \leftarrow w^t$, and it uploads $\Delta_m = w_{m,K_m} - w^t$. Server (plain
+average, no server optimiser):
+
+$$
+w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m
+$$
+
+$e = 0$ at a client's first participation (`first_participation='zero'`; `'w0'` starts
+$w_{\mathrm{old}} = w^0$). `perturbation='broadcast'` replaces $w_{\mathrm{old}} - w^t$ by the
+server's last change $w^{t-1} - w^t$, sent down with $w^t$ ($e = 0$ in round 0). $\rho$ = `rho`
+(0.05). $\eta_t$, $p_m$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    "fedlesam_d": r"""
+[FedLESAM](fedlesam.md) plus FedDyn's dual and proximal terms (at the unperturbed weights) and
+FedDyn's server. Client $m$ keeps $w_{\mathrm{old}}$ (the global model of its previous
+participation) and $h_m$ (0 at start); from $w_{m,0} = w^t$ with a fresh optimiser:
+
+$$
+\begin{aligned}
+e &= \rho\, \frac{w_{\mathrm{old}} - w^t}{\lVert w_{\mathrm{old}} - w^t \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - h_m
++ \nabla R(w_{m,k} - w^t)\big)
+\end{aligned}
+$$
+
+Then $h_m \leftarrow h_m - \alpha\, (w_{m,K_m} - w^t)$, $w_{\mathrm{old}} \leftarrow w^t$, and it
+uploads $\Delta_m = w_{m,K_m} - w^t$. Server ($M$: all clients):
+
+$$
+h \leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m,
+\qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}
+$$
+
+$\rho$ = `rho` (0.05), $\alpha$ = `alpha` (0.1), $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$
+(`prox`, as for FedDyn). $e = 0$ at a first participation (`first_participation`);
+`perturbation='broadcast'` uses $w^{t-1} - w^t$ instead. $\eta_t$, $p_m$, $\mathrm{opt}$: as for
+[FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------ fed_gloss.py
+    "fedgloss": r"""
+Server state: $w$, the previous pseudo-gradient $\tilde D$ (none in round 0) and the global dual
+$\sigma$; client $k$ keeps its dual $\sigma_k$ (duals 0 at start). Round $t$: the server takes
+the ascent step itself ($\tilde w = w$ in round 0) and sends $\tilde w$; client $k \in S_t$
+starts from $w_k = \tilde w$ with a fresh optimiser, takes its steps with the ADMM-corrected
+gradient, then updates its dual and uploads $w_k - \tilde w$:
+
+$$
+\begin{aligned}
+\tilde w &= w + \rho_s(t)\, \frac{\tilde D}{\lVert \tilde D \rVert + 10^{-12}}\\
+w_k &\leftarrow w_k - \eta_t\, \mathrm{opt}\Big(g - \sigma_k + \frac{w_k - \tilde w}{\beta}\Big),
+\qquad \sigma_k \leftarrow \sigma_k - \frac{w_k - \tilde w}{\beta}
+\end{aligned}
+$$
+
+Server ($M$: all clients), descending from the unperturbed $w$:
+
+$$
+\begin{aligned}
+\sigma &\leftarrow \sigma - \frac{1}{\beta M} \sum_{k \in S_t} (w_k - \tilde w),
+\qquad \tilde D = \sum_{k \in S_t} p_k\, (\tilde w - w_k)\\
+w &\leftarrow w - \eta_s \tilde D - \beta \sigma
+\end{aligned}
+$$
+
+$g$: the gradient of `client_optimizer` (`'sgd'`; `'sam'`/`'asam'` at radius $\rho_l(t)$).
+$\rho_s(t)$, $\rho_l(t)$ reach `rho`, `rho_l` (0.15 each) by a linear ramp from `rho0` over
+`ramp_rounds` (0: constant). $\beta$ = `beta` (10), $\eta_s$ = `eta_s` (1). `admm=False` drops
+the $\sigma$ and $\beta$ terms; `dual_scale='code'` divides the dual's sum by
+$\beta M \lvert S_t \rvert$. $\eta_t$, $p_k$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    "naive_fedgloss": r"""
+[FedGloSS](fedgloss.md) with the current round's pseudo-gradient as the ascent direction, at the
+price of two exchanges with the same cohort $S_t$ per round. Server state: $w$ and $\sigma$;
+client duals $\sigma_k$ (all 0 at start).
+
+Exchange 0 (probe): the server sends $w$; each client $k$ starts from $w_k = w$ and takes the
+FedGloSS local step anchored at $w$ (no dual update); the server keeps $w$ and $\sigma$ and only
+forms $D = \sum_{k \in S_t} p_k\, (w - w_k)$.
+
+Exchange 1: the server sends $\tilde w$; clients start from $w_k = \tilde w$ and run the FedGloSS
+round:
+
+$$
+\begin{aligned}
+\tilde w &= w + \rho_s(t)\, \frac{D}{\lVert D \rVert + 10^{-12}}\\
+w_k &\leftarrow w_k - \eta_t\, \mathrm{opt}\Big(g - \sigma_k + \frac{w_k - \tilde w}{\beta}\Big),
+\qquad \sigma_k \leftarrow \sigma_k - \frac{w_k - \tilde w}{\beta}\\
+\sigma &\leftarrow \sigma - \frac{1}{\beta M} \sum_{k \in S_t} (w_k - \tilde w),
+\qquad \tilde D = \sum_{k \in S_t} p_k\, (\tilde w - w_k)\\
+w &\leftarrow w - \eta_s \tilde D - \beta \sigma
+\end{aligned}
+$$
+
+Clients upload $w_k - w$ (exchange 0) and $w_k - \tilde w$ (exchange 1). $g$, $\rho_s(t)$,
+$\beta$ = `beta` (10), $\eta_s$ = `eta_s` (1), $M$ and the options: as for FedGloSS.
+$\eta_t$, $p_k$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+""",
+    # -------------------------------------------------------------------------------- fed_gmt.py
+    "fedgmt": r"""
+Server state: $w^t$, the EMA model $e^t$ ($e^0 = w^0$) and the global dual $u$; client $m$ keeps
+its dual $u_m$ (duals 0 at start). Client $m \in N_t$ receives $(w^t, e^t)$ and starts from
+$w_{m,0} = w^t$ with a fresh optimiser; $e^t$ is a frozen teacher:
+
+$$
+\begin{aligned}
+L_m(w; \xi) &= \mathrm{CE}\big(f(w; x), y\big) + \gamma \tau^2 \operatorname{KL}\Big(
+\mathrm{softmax}\big(f(e^t; x) / \tau\big) \,\Big\Vert\,
+\mathrm{softmax}\big(f(w; x) / \tau\big)\Big)\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla L_m(w_{m,k}; \xi) - u_m\big)\\
+u_m &\leftarrow u_m - \tfrac{1}{\beta}\, (w_{m,K_m} - w^t)
+\end{aligned}
+$$
+
+It uploads $\Delta_m = w_{m,K_m} - w^t$. Server ($M$: all clients), in the paper's order:
+
+$$
+\begin{aligned}
+u &\leftarrow u - \frac{1}{\beta M} \sum_{m \in N_t} \Delta_m\\
+w^{t+1} &= w^t + \sum_{m \in N_t} p_m \Delta_m - \beta u\\
+e^{t+1} &= \alpha\, e^t + (1 - \alpha)\, w^{t+1}
+\end{aligned}
+$$
+
+KL: a mean over the batch's real examples (or loss tokens). Defaults: $\gamma$ = `gamma` (1),
+$\tau$ = `tau` (3), $\alpha$ = `alpha` (0.95), $\beta$ = `beta` (10). `tau_squared=False` drops
+the $\tau^2$; `admm=False` keeps $u_m = u = 0$; `bookkeeping='authors'` keeps $D_m = -\beta u_m$
+and $S = -\beta M u$ instead, equal up to rounding. $\eta_t$, $p_m$, $\mathrm{opt}$: as for
+[FedAvg](fedavg.md).
+""",
+    "fedgmt_v2": r"""
+[FedGMT](fedgmt.md) with each client's own EMA instead of the server's: only $w^t$ goes down.
+Server state: $w^t$ and the dual $u$; client $m$ keeps its dual $u_m$ and its EMA $e_m$. On
+arrival client $m \in N_t$ updates $e_m$, then trains from $w_{m,0} = w^t$ (fresh optimiser) with
+$e_m$ as the frozen teacher:
+
+$$
+\begin{aligned}
+e_m &\leftarrow \alpha\, e_m + (1 - \alpha)\, w^t\\
+L_m(w; \xi) &= \mathrm{CE}\big(f(w; x), y\big) + \gamma \tau^2 \operatorname{KL}\Big(
+\mathrm{softmax}\big(f(e_m; x) / \tau\big) \,\Big\Vert\,
+\mathrm{softmax}\big(f(w; x) / \tau\big)\Big)\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla L_m(w_{m,k}; \xi) - u_m\big)\\
+u_m &\leftarrow u_m - \tfrac{1}{\beta}\, (w_{m,K_m} - w^t)
+\end{aligned}
+$$
+
+It keeps $e_m$ and $u_m$ and uploads $\Delta_m = w_{m,K_m} - w^t$. Server ($M$: all clients):
+
+$$
+u \leftarrow u - \frac{1}{\beta M} \sum_{m \in N_t} \Delta_m,
+\qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \beta u
+$$
+
+Before its first participation $e_m$ is the first $w^t$ it receives (`v2_ema_init`
+`'first_received'`: the first update gives $e_m = w^t$) or $w^0$ (`'w0'`). $\alpha$ = `alpha`
+(0.5); $\gamma$, $\tau$, $\beta$ and the options as for FedGMT. $\eta_t$, $p_m$, $\mathrm{opt}$:
+as for [FedAvg](fedavg.md).
+""",
+    # ---------------------------------------------------------- minimax (minimax/algorithms.py)
+    "fess_gda": r"""
+Problem $\min_x \max_{y \in Y} f(x, y)$. Server state $(x_t, y_t, z_t)$ with $z_0 = x_0$; $z$
+never leaves the server. Client $i$ starts from $(x_t, y_t)$ and takes $K_i$ simultaneous steps,
+both gradients at the same point and on the same minibatch $\xi$:
+
+$$
+\begin{aligned}
+x &\leftarrow x - \eta_{xl}\, \nabla_x f_i(x, y; \xi)\\
+y &\leftarrow P_Y\big(y + \eta_{yl}\, \nabla_y f_i(x, y; \xi)\big)
+\end{aligned}
+$$
+
+It uploads $(x_{i,K} - x_t,\ y_{i,K} - y_t)$ and $K_i$. Server, with
+$\bar x - x_t = \sum_i p_i (x_{i,K} - x_t)$ (and $\bar y$ alike) and $K = \sum_i p_i K_i$:
+
+$$
+\begin{aligned}
+x_{t+1} &= x_t + \eta_{xg}\, (\bar x - x_t) - \eta_{xl}\, \eta_{xg}\, K p\, (x_t - z_t)\\
+y_{t+1} &= P_Y\big(y_t + \eta_{yg}\, (\bar y - y_t)\big)\\
+z_{t+1} &= z_t + \beta\, (x_{t+1} - z_t)
+\end{aligned}
+$$
+
+$P_Y$: the Euclidean projection onto $Y$; $p_i$: the aggregation weights. Defaults:
+$\eta_{xg}$ = `eta_xg` (1), $\eta_{yg}$ = `eta_yg` (1), $p$ = `p` (0: Local SGDA), $\beta$ =
+`beta` (0.1); $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`. The local steps shown
+are the default plain SGD; `minimax.optimizer_x`/`optimizer_y` = `'adam'` makes them Adam steps.
+""",
+    "local_sgda": r"""
+Problem $\min_x \max_{y \in Y} f(x, y)$. Client $i$ starts from the broadcast $(x_t, y_t)$ and
+takes $K_i$ simultaneous steps, both gradients at the same point and on the same minibatch $\xi$:
+
+$$
+\begin{aligned}
+x &\leftarrow x - \eta_{xl}\, \nabla_x f_i(x, y; \xi)\\
+y &\leftarrow P_Y\big(y + \eta_{yl}\, \nabla_y f_i(x, y; \xi)\big)
+\end{aligned}
+$$
+
+It uploads $(x_{i,K} - x_t,\ y_{i,K} - y_t)$. The server takes the weighted means:
+
+$$
+x_{t+1} = \bar x = \sum_i p_i\, x_{i,K}, \qquad y_{t+1} = \bar y = \sum_i p_i\, y_{i,K}
+$$
+
+$P_Y$: the Euclidean projection onto $Y$; $p_i$: the aggregation weights (uniform $1/m$ in the
+papers); $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`. The local steps shown are
+the default plain SGD; `minimax.optimizer_x`/`optimizer_y` = `'adam'` makes them Adam steps.
+""",
+    "local_sgda_plus": r"""
+[Local SGDA](local_sgda.md) with a snapshot $\tilde x$ ($\tilde x = x_0$ at start) for the max
+player's gradient, sent down with $(x_t, y_t)$. Client $i$ starts from $(x_t, y_t)$ and takes
+$K_i$ steps on minibatches $\xi$:
+
+$$
+\begin{aligned}
+x &\leftarrow x - \eta_{xl}\, \nabla_x f_i(x, y; \xi)\\
+y &\leftarrow P_Y\big(y + \eta_{yl}\, \nabla_y f_i(\tilde x, y; \xi)\big)
+\end{aligned}
+$$
+
+It uploads $(x_{i,K} - x_t,\ y_{i,K} - y_t)$. Server: the weighted means, then the snapshot
+refresh every $S$ rounds:
+
+$$
+x_{t+1} = \sum_i p_i\, x_{i,K}, \qquad y_{t+1} = \sum_i p_i\, y_{i,K},
+\qquad \tilde x \leftarrow x_{t+1} \ \text{ if } (t + 1) \bmod S = 0
+$$
+
+$S$ = `snapshot_every` (10; rounds, not local iterations: our reading). $P_Y$: the Euclidean
+projection onto $Y$; $p_i$: the aggregation weights; $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`,
+`minimax.lr_y`; plain SGD steps by default (`'adam'` per player makes them Adam steps).
+""",
+    "fed_norm_sgda": r"""
+Problem $\min_x \max_{y \in Y} f(x, y)$. Client $i$ starts from $(x_t, y_t)$ and takes $\tau_i$
+simultaneous steps, both gradients at the same point and on the same minibatch $\xi$:
+
+$$
+\begin{aligned}
+x &\leftarrow x - \eta_{xl}\, \nabla_x f_i(x, y; \xi)\\
+y &\leftarrow P_Y\big(y + \eta_{yl}\, \nabla_y f_i(x, y; \xi)\big)
+\end{aligned}
+$$
+
+It uploads $(x_{i,\tau_i} - x_t,\ y_{i,\tau_i} - y_t)$ and $\tau_i$. The server normalises each
+update by its number of steps:
+
+$$
+\begin{aligned}
+h_{x,i} &= \frac{x_t - x_{i,\tau_i}}{\eta_{xl}\, \tau_i}, \qquad
+h_{y,i} = \frac{y_{i,\tau_i} - y_t}{\eta_{yl}\, \tau_i}, \qquad
+\tau_{\mathrm{eff}} = \sum_i p_i\, \tau_i\\
+x_{t+1} &= x_t - \gamma_x\, \tau_{\mathrm{eff}} \sum_i p_i\, h_{x,i}\\
+y_{t+1} &= P_Y\Big(y_t + \gamma_y\, \tau_{\mathrm{eff}} \sum_i p_i\, h_{y,i}\Big)
+\end{aligned}
+$$
+
+$\gamma_x$ = `gamma_x`, $\gamma_y$ = `gamma_y` (None: $\eta_{xl}$, $\eta_{yl}$, which is plain
+averaging when all $\tau_i$ are equal). $P_Y$: the Euclidean projection onto $Y$; $p_i$: the
+aggregation weights; $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`; plain SGD steps
+by default (`'adam'` per player makes them Adam steps).
+""",
+    "fed_norm_sgda_plus": r"""
+[Fed-Norm-SGDA](fed_norm_sgda.md) with Local SGDA+'s snapshot $\tilde x$ ($x_0$ at start), sent
+down with $(x_t, y_t)$. Client $i$ takes $\tau_i$ steps on minibatches $\xi$:
+
+$$
+\begin{aligned}
+x &\leftarrow x - \eta_{xl}\, \nabla_x f_i(x, y; \xi)\\
+y &\leftarrow P_Y\big(y + \eta_{yl}\, \nabla_y f_i(\tilde x, y; \xi)\big)
+\end{aligned}
+$$
+
+It uploads $(x_{i,\tau_i} - x_t,\ y_{i,\tau_i} - y_t)$ and $\tau_i$. Server:
+
+$$
+\begin{aligned}
+h_{x,i} &= \frac{x_t - x_{i,\tau_i}}{\eta_{xl}\, \tau_i}, \qquad
+h_{y,i} = \frac{y_{i,\tau_i} - y_t}{\eta_{yl}\, \tau_i}, \qquad
+\tau_{\mathrm{eff}} = \sum_i p_i\, \tau_i\\
+x_{t+1} &= x_t - \gamma_x\, \tau_{\mathrm{eff}} \sum_i p_i\, h_{x,i}, \qquad
+y_{t+1} = P_Y\Big(y_t + \gamma_y\, \tau_{\mathrm{eff}} \sum_i p_i\, h_{y,i}\Big)\\
+\tilde x &\leftarrow x_{t+1} \ \text{ if } (t + 1) \bmod S = 0
+\end{aligned}
+$$
+
+$S$ = `snapshot_every` (10); $\gamma_x$, $\gamma_y$ = `gamma_x`, `gamma_y` (None: $\eta_{xl}$,
+$\eta_{yl}$). $P_Y$: the Euclidean projection onto $Y$; $p_i$: the aggregation weights;
+$\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`; plain SGD steps by default.
+""",
+}
