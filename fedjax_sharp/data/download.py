@@ -1,0 +1,403 @@
+"""Downloads the published datasets that TFDS lacks: verified, resumable, atomic, cached once.
+
+`fetch_dataset(name)` returns a directory under `default_cache_dir()` (`$FEDJAX_SHARP_DATA`,
+else `~/.cache/fedjax_sharp`) holding (names are the keys of `RESOURCES`):
+
+  cinic10                   {train,valid,test}/<class>/*.png            (CINIC-10)
+  gld160k                   landmarks-user-160k/{federated_train,test}.csv
+  gld23k                    mini_gld_train_split.csv, mini_gld_test.csv
+  federated_emnist          emnist_all.sqlite                           (TFF's SQLite files)
+  shakespeare               shakespeare.sqlite
+  stackoverflow             stackoverflow.sqlite
+  stackoverflow_word_count  stackoverflow.word_count  (and _tag_count: stackoverflow.tag_count)
+
+The Landmarks entries are the federated split files (Hsu et al. 2020, as TFF uses them); the
+GLDv2 images are 500 shards of the full dataset and are not fetched here. Use::
+
+    root = download.fetch_dataset("cinic10")          # -> federated_files.load_imagefolder(root)
+    db = os.path.join(download.fetch_dataset("federated_emnist"), "emnist_all.sqlite")
+
+Why each step:
+* A dataset directory counts only once its `.complete` (written last, holding the SHA-256 of the
+  files it came from) exists; then `fetch` returns at once without network: never twice.
+* A download goes to `<cache>/downloads/<file>.part`; a broken connection keeps it and the next
+  attempt resumes with `Range: bytes=N-` (a server answering 200 restarts it from byte 0).
+* The file is checked against its size, MD5 and SHA-256 where published (the registry says
+  where each pin comes from); a mismatch deletes it and retries, then fails with one line naming
+  the URL and both hashes. A file with no published SHA-256 is trusted on first use: its hash
+  goes to `<file>.sha256` beside it, with a warning, and is enforced from then on.
+* Archives are unpacked into a temporary sibling directory renamed into place, so a crash (even
+  SIGKILL) never leaves a partial dataset: the next call removes the temporary directory and
+  unpacks again from the kept download. Members landing outside the directory (`..`, absolute
+  paths, links, devices) are refused. A lock file serialises processes sharing a cache.
+* Offline: put the published file in `<cache>/downloads/`; `fetch` verifies and uses it. With
+  no network the error says so, naming the dataset, the file and the directory.
+"""
+from __future__ import annotations
+
+import bz2
+import contextlib
+import dataclasses
+import glob
+import gzip
+import hashlib
+import http.client
+import json
+import logging
+import lzma
+import os
+import posixpath
+import shutil
+import stat
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from typing import Sequence
+
+from fedjax_sharp.errors import DataError
+from fedjax_sharp.fileio import atomic_write_bytes
+
+try:
+  import fcntl
+except ImportError:  # not POSIX: no cross-process lock
+  fcntl = None
+
+_log = logging.getLogger(__name__)
+
+CACHE_ENV = "FEDJAX_SHARP_DATA"
+PAUSE_ENV = "FEDJAX_SHARP_TEST_EXTRACT_PAUSE"  # tests: touch this path, sleep mid-extraction
+KINDS = (None, "tar", "tar.gz", "tgz", "tar.bz2", "tar.xz", "zip", "lzma", "xz", "bz2", "gz")
+_SINGLE = {"lzma": lzma.open, "xz": lzma.open, "bz2": bz2.open, "gz": gzip.open}
+_CHUNK = 1 << 20
+_BACKOFF_S = 1.0            # sleep before retry k: k * _BACKOFF_S
+_PROGRESS_EVERY_S = 10.0
+_MARKER = ".complete"
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+  """One published file. `urls` are mirrors, tried in turn; `kind` says how to unpack it (None:
+  a plain file, copied as is; 'lzma'/'xz'/'bz2'/'gz': one compressed file, written without the
+  extension; 'tar*'/'tgz'/'zip': an archive)."""
+  name: str
+  urls: tuple[str, ...]
+  sha256: str | None = None
+  md5: str | None = None
+  size: int | None = None
+  kind: str | None = None
+  file_name: str = ""       # "" = the last path component of the first URL
+
+  def __post_init__(self):
+    urls = (self.urls,) if isinstance(self.urls, str) else tuple(self.urls)
+    object.__setattr__(self, "urls", urls)
+    if self.kind not in KINDS:
+      raise ValueError(f"Resource {self.name}: kind={self.kind!r}; known: {KINDS}")
+    if not self.file_name:
+      object.__setattr__(self, "file_name", posixpath.basename(urls[0].split("?")[0]))
+
+
+_TFF = "https://storage.googleapis.com/tff-datasets-public/"
+_CINIC_MIRRORS = (
+    "https://datashare.ed.ac.uk/server/api/core/bitstreams/"
+    "e8e186cc-2688-48f1-aa5a-3fda1a43f8b6/content",
+    "https://datashare.ed.ac.uk/bitstream/handle/10283/3192/CINIC-10.tar.gz",
+    "https://datashare.is.ed.ac.uk/bitstream/handle/10283/3192/CINIC-10.tar.gz")
+# Where the pins come from (none could be checked against the real files here):
+# sha256 of emnist_all.sqlite.lzma and its size: a third-party provenance manifest whose
+# downloader enforces them; shakespeare: google/fedjax downloads_test.py; word/tag counts:
+# tensorflow/federated stackoverflow.py; CINIC-10 sha256: a third-party downloader that enforces
+# it, md5 and size: many loaders (torchvision-style) agree. Landmarks md5s: tensorflow/federated
+# gldv2.py. stackoverflow.sqlite.lzma: nothing published, trusted on first use.
+RESOURCES: dict[str, tuple[Resource, ...]] = {
+    "cinic10": (Resource(
+        "cinic10", _CINIC_MIRRORS, kind="tar.gz", file_name="CINIC-10.tar.gz", size=687_544_992,
+        sha256="31b095acf6d75e25a9e028bae82a07a0f94ff6b00671be2802d34ac4efa81a9e",
+        md5="6ee4d0c996905fe93221de577967a372"),),
+    "gld160k": (Resource(
+        "gld160k", "https://storage.googleapis.com/gresearch/federated-vision-datasets/"
+        "landmarks-user-160k.zip", kind="zip", md5="53c36bd7d5fc12f927af2820b7e4a57c"),),
+    "gld23k": (
+        Resource("gld23k_train", _TFF + "mini_gld_train_split.csv",
+                 md5="9fd62cf79a67046fdd673d3a0ac52841"),
+        Resource("gld23k_test", _TFF + "mini_gld_test.csv",
+                 md5="298e9d19d66357236f66fe8e22920933")),
+    "federated_emnist": (Resource(
+        "federated_emnist", _TFF + "emnist_all.sqlite.lzma", kind="lzma", size=170_507_172,
+        sha256="c3aaf91b4cf4e69d53d81627ad119eccdc878ff906f68e66063ff10f67faad48"),),
+    "shakespeare": (Resource(
+        "shakespeare", _TFF + "shakespeare.sqlite.lzma", kind="lzma", size=1_329_828,
+        sha256="d3d11fceb9e105439ac6f4d52af6efafed5a2a1e1eb24c5bd2dd54ced242f5c4"),),
+    "stackoverflow": (Resource("stackoverflow", _TFF + "stackoverflow.sqlite.lzma", kind="lzma"),),
+    "stackoverflow_word_count": (Resource(
+        "stackoverflow_word_count", _TFF + "stackoverflow.word_count.tar.bz2", kind="tar.bz2",
+        sha256="1dc00256d6e527c54b9756d968118378ae14e6692c0b3b6cad470cdd3f0c519c"),),
+    "stackoverflow_tag_count": (Resource(
+        "stackoverflow_tag_count", _TFF + "stackoverflow.tag_count.tar.bz2", kind="tar.bz2",
+        sha256="6fe281cec490d9384a290d560072438e7e2b377bbb823876ce7bd6f82696772d"),),
+}
+
+
+def default_cache_dir() -> str:
+  return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache",
+                                                   "fedjax_sharp")
+
+
+def fetch_dataset(name: str, cache_dir: str | None = None, **kwargs) -> str:
+  """`fetch` of a known dataset by name (see the module docstring for what the path holds)."""
+  if name not in RESOURCES:
+    raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(RESOURCES))}")
+  return fetch(RESOURCES[name], cache_dir, name=name, **kwargs)
+
+
+def fetch(resource: Resource | Sequence[Resource], cache_dir: str | None = None, *,
+          name: str | None = None, retries: int = 3, timeout: float = 60.0,
+          keep_archive: bool = False, download: bool = True) -> str:
+  """Returns `<cache_dir>/<name>`, the complete unpacked resource(s), fetching what is missing.
+
+  `name` defaults to the (first) resource's name. `download=False` never touches the network:
+  the files must be complete or already in `<cache_dir>/downloads/`. `keep_archive` keeps the
+  downloaded files after unpacking (their `.sha256` records are always kept).
+  """
+  resources = (resource,) if isinstance(resource, Resource) else tuple(resource)
+  name = name or resources[0].name
+  cache_dir = os.path.abspath(cache_dir or default_cache_dir())
+  final = os.path.join(cache_dir, name)
+  if _is_complete(final, resources):
+    return final
+  os.makedirs(cache_dir, exist_ok=True)
+  with _locked(os.path.join(cache_dir, f".{name}.lock")):
+    if _is_complete(final, resources):  # another process finished it while we waited
+      return final
+    for stale in glob.glob(os.path.join(cache_dir, f".{name}.tmp-*")):
+      _log.info("%s: removing %s left by an interrupted extraction", name, stale)
+      shutil.rmtree(stale, ignore_errors=True)
+    files = [_obtain(r, name, cache_dir, retries, timeout, download) for r in resources]
+    tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=cache_dir)
+    try:
+      for r, (path, _) in zip(resources, files):
+        _log.info("%s: unpacking %s", name, path)
+        _unpack(r, path, tmp, name)
+      record = {r.file_name: sha for r, (_, sha) in zip(resources, files)}
+      atomic_write_bytes(os.path.join(tmp, _MARKER), json.dumps(record).encode())
+      if os.path.lexists(final):  # incomplete, or made from files whose pin has changed
+        shutil.rmtree(final)
+      os.replace(tmp, final)
+    except BaseException:
+      shutil.rmtree(tmp, ignore_errors=True)
+      raise
+    if not keep_archive:
+      for path, _ in files:
+        with contextlib.suppress(FileNotFoundError):
+          os.remove(path)
+  return final
+
+
+def _is_complete(final: str, resources: Sequence[Resource]) -> bool:
+  try:
+    with open(os.path.join(final, _MARKER)) as f:
+      record = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return all(r.file_name in record and (r.sha256 is None or record[r.file_name] == r.sha256)
+             for r in resources)
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+  with open(path, "a") as f:
+    if fcntl is not None:
+      fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes (or the process dies)
+    yield
+
+
+def _hashes(path: str) -> tuple[int, str, str]:
+  sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+  with open(path, "rb") as f:
+    while chunk := f.read(_CHUNK):
+      sha.update(chunk)
+      md5.update(chunk)
+      size += len(chunk)
+  return size, sha.hexdigest(), md5.hexdigest()
+
+
+def _problem(r: Resource, path: str, expected: str | None, sidecar: str) -> tuple[str, str | None]:
+  """(sha256 of the file, None if it matches every pin, else what is wrong in one line)."""
+  size, sha, md5 = _hashes(path)
+  if r.size is not None and size != r.size:
+    return sha, f"has {size} bytes (sha256 {sha}), expected {r.size} bytes"
+  if r.md5 is not None and md5 != r.md5:
+    return sha, f"has md5 {md5} (sha256 {sha}), expected md5 {r.md5}"
+  if expected is not None and sha != expected:
+    how = "" if r.sha256 else f" (recorded at its first download in {sidecar})"
+    return sha, f"has sha256 {sha}, expected {expected}{how}"
+  return sha, None
+
+
+def _obtain(r: Resource, name: str, cache_dir: str, retries: int, timeout: float,
+            download: bool) -> tuple[str, str]:
+  """(path, sha256) of the verified file in `<cache_dir>/downloads/`, downloading it if absent."""
+  ddir = os.path.join(cache_dir, "downloads")
+  os.makedirs(ddir, exist_ok=True)
+  path = os.path.join(ddir, r.file_name)
+  sidecar = path + ".sha256"
+  expected = r.sha256
+  if expected is None and os.path.exists(sidecar):
+    with open(sidecar) as f:
+      expected = f.read().strip()
+  offline = f"download {r.urls[0]} elsewhere and put {r.file_name} in {ddir}"
+  if os.path.exists(path):
+    sha, problem = _problem(r, path, expected, sidecar)
+    if problem:
+      raise DataError(f"{name}: {path} {problem}; delete it to download it again")
+    return path, _trust(r, name, path, sidecar, sha, expected)
+  if not download:
+    raise DataError(f"{name}: {r.file_name} is not in {cache_dir} and downloading is off "
+                    f"(data.download=False); set data.download=True, or {offline}")
+  part, failure = path + ".part", ""
+  for attempt in range(max(1, retries)):
+    url = r.urls[attempt % len(r.urls)]
+    if attempt:
+      time.sleep(_BACKOFF_S * attempt)
+    try:
+      _download(url, part, timeout, name, r.size)
+    except (http.client.HTTPException, OSError, _ShortRead) as e:  # OSError: URLError, sockets
+      why = f"cannot download {url} ({_reason(e)})"
+      _log.warning("%s: attempt %d of %d: %s", name, attempt + 1, retries, why)
+      failure = f"{why}; looked in {cache_dir}; offline: {offline}"
+      continue
+    sha, problem = _problem(r, part, expected, sidecar)
+    if problem:
+      failure = f"{url} gave a file that {problem}, after {attempt + 1} attempt(s)"
+      _log.warning("%s: %s; deleting it", name, failure)
+      os.remove(part)
+      continue
+    os.replace(part, path)
+    return path, _trust(r, name, path, sidecar, sha, expected)
+  raise DataError(f"{name}: {failure}")
+
+
+def _trust(r: Resource, name: str, path: str, sidecar: str, sha: str,
+           expected: str | None) -> str:
+  """Records the SHA-256 of a file that has no pinned one (trust on first use)."""
+  if expected is None:
+    atomic_write_bytes(sidecar, (sha + "\n").encode())
+    log = _log.info if r.md5 else _log.warning
+    log("%s: the SHA-256 of %s is not pinned%s; recorded %s in %s and will insist on it "
+        "(trust on first use)", name, path, " (its md5 matched)" if r.md5 else "", sha, sidecar)
+  return sha
+
+
+class _ShortRead(Exception):
+  pass
+
+
+def _reason(e: BaseException) -> str:
+  """One line: 'HTTP 404 Not Found', '[Errno 111] Connection refused', 'timed out'..."""
+  text = (f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else
+          str(e.reason) if isinstance(e, urllib.error.URLError) else str(e) or type(e).__name__)
+  return " ".join(text.split())
+
+
+def _download(url: str, part: str, timeout: float, name: str, size: int | None) -> None:
+  """Appends the rest of `url` to `part` (resuming at its length); raises _ShortRead if the
+  connection ends before the announced length."""
+  have = os.path.getsize(part) if os.path.exists(part) else 0
+  headers = {"User-Agent": "fedjax_sharp-download/1"}
+  if have:
+    headers["Range"] = f"bytes={have}-"
+  try:
+    response = urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                      timeout=timeout)
+  except urllib.error.HTTPError as e:
+    if e.code == 416 and have:  # nothing after byte `have`: the .part is whole (or stale)
+      return
+    raise
+  with response:
+    content_range = response.headers.get("Content-Range", "")
+    if have and response.status == 206 and not content_range.startswith(f"bytes {have}-"):
+      os.remove(part)
+      raise _ShortRead(f"asked for bytes {have}-, got the range {content_range!r}")
+    if have and response.status != 206:
+      _log.info("%s: %s ignored the range request; restarting from byte 0", name, url)
+      have = 0
+    length = response.headers.get("Content-Length", "")
+    remaining = int(length) if length.isdigit() else None
+    total = have + remaining if remaining is not None else size
+    _log.info("%s: downloading %s (%s)%s", name, url, _mb(total),
+              f", resuming at {_mb(have)}" if have else "")
+    got, last = 0, time.monotonic()
+    with open(part, "ab" if have else "wb") as f:
+      while chunk := response.read(_CHUNK):
+        try:
+          f.write(chunk)
+        except OSError as e:  # disk full, read-only: not worth a retry
+          raise DataError(f"{name}: cannot write {part} ({e})") from None
+        got += len(chunk)
+        if time.monotonic() - last >= _PROGRESS_EVERY_S:
+          last = time.monotonic()
+          pct = f" ({100 * (have + got) / total:.0f}%)" if total else ""
+          _log.info("%s: %s of %s%s", name, _mb(have + got), _mb(total), pct)
+  if remaining is not None and got < remaining:
+    raise _ShortRead(f"connection closed after {have + got} of {have + remaining} bytes")
+
+
+def _mb(n: int | None) -> str:
+  return "size unknown" if n is None else f"{n / 1e6:.1f} MB"
+
+
+def _pause_for_tests() -> None:
+  flag = os.environ.get(PAUSE_ENV)
+  if flag:
+    open(flag, "w").close()
+    time.sleep(60)
+
+
+def _unpack(r: Resource, src: str, dest: str, name: str) -> None:
+  try:
+    if r.kind is None:
+      try:
+        os.link(src, os.path.join(dest, r.file_name))  # no copy; the download may be removed
+      except OSError:
+        shutil.copyfile(src, os.path.join(dest, r.file_name))
+    elif r.kind in _SINGLE:
+      out = os.path.join(dest, os.path.splitext(r.file_name)[0])
+      with _SINGLE[r.kind](src, "rb") as fin, open(out, "wb") as fout:
+        shutil.copyfileobj(fin, fout, _CHUNK)
+    elif r.kind == "zip":
+      with zipfile.ZipFile(src) as zf:
+        for i, info in enumerate(zf.infolist()):
+          _check_member(info.filename, src, name)
+          if stat.S_ISLNK(info.external_attr >> 16):
+            raise DataError(f"{name}: {src} holds a link {info.filename!r}; refusing to extract")
+          zf.extract(info, dest)
+          if i == 0:
+            _pause_for_tests()
+    else:
+      with tarfile.open(src, "r:*") as tar:
+        for i, member in enumerate(tar):
+          _check_member(member.name, src, name)
+          if member.issym() or member.islnk():
+            base = posixpath.dirname(member.name) if member.issym() else ""
+            _check_member(posixpath.join(base, member.linkname), src, name, member.name)
+          elif not (member.isfile() or member.isdir()):
+            raise DataError(f"{name}: {src} member {member.name!r} is a device or pipe; "
+                            "refusing to extract it")
+          tar.extract(member, dest, filter="data")
+          if i == 0:
+            _pause_for_tests()
+  except (OSError, EOFError, lzma.LZMAError, tarfile.TarError, zipfile.BadZipFile) as e:
+    raise DataError(f"{name}: cannot unpack {src} ({_reason(e)}); "
+                    "delete it to download it again") from None
+
+
+def _check_member(path: str, archive: str, name: str, member: str | None = None) -> None:
+  """Refuses a member (or a link target) that would resolve outside the extraction root."""
+  norm = posixpath.normpath(path.replace("\\", "/"))
+  if path.startswith(("/", "\\")) or os.path.isabs(path) or norm == ".." or \
+     norm.startswith("../") or (len(norm) > 1 and norm[1] == ":"):
+    what = f"member {member!r} links to" if member else "member"
+    raise DataError(f"{name}: {archive} {what} {path!r} outside the dataset directory; "
+                    "refusing to extract it")
