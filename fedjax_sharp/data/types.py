@@ -174,16 +174,20 @@ class TokenDataset(_Common):
 
   Attributes:
     name: dataset name (e.g. 'ag_news_subset').
-    x_train: int32 `[N, L]` token ids in `[0, vocabulary.size)`; 0 = padding, 1 = unknown.
-    y_train: int32 `[N]` labels in `[0, num_classes)`.
+    x_train: int32 `[N, L]` token ids in `[0, vocabulary.size)`; 0 = padding, 1 = unknown
+      (`natural.LMVocabulary`: 1 = BOS, 2 = EOS, the last id = OOV).
+    y_train: int32 `[N]` labels in `[0, num_classes)`; with `label_mode='token'`, int32
+      `[N, L]` next-token targets (one per position, 0 = padding; num_classes = vocab size).
     x_test: int32 `[N_test, L]`.
-    y_test: int32 `[N_test]`.
+    y_test: int32 `[N_test]` (`[N_test, L]` with `label_mode='token'`).
     num_classes: number of classes.
     vocabulary: the `text.Vocabulary` that encoded x (built from the training split, or
       loaded with `data.vocabulary_path`); save it with the run (`text.save_vocabulary`)
       so evaluation encodes text identically.
     train_clients, test_clients, client_ids: the natural partition, if any.
     class_names: optional names of the classes.
+    label_mode: 'sequence' (one label per sequence: classification) or 'token' (one target
+      per position: next-token prediction, `natural.load_tff_shakespeare` / `_stackoverflow`).
   """
   modality = "tokens"
 
@@ -198,8 +202,12 @@ class TokenDataset(_Common):
   test_clients: ClientList = None
   client_ids: Optional[tuple] = None
   class_names: Optional[tuple] = None
+  label_mode: str = "sequence"
 
   def __post_init__(self):
+    if self.label_mode not in ("sequence", "token"):
+      raise ValueError(f"{self.name}: label_mode must be 'sequence' or 'token', got "
+                       f"{self.label_mode!r}")
     size = int(self.vocabulary.size)
     for split in ("train", "test"):
       x = getattr(self, f"x_{split}")
@@ -211,7 +219,11 @@ class TokenDataset(_Common):
       if x.size and (x.min() < 0 or x.max() >= size):
         raise ValueError(f"{self.name}: x_{split} token ids must lie in [0, {size}) (the "
                          f"vocabulary size), got {x.min()}..{x.max()}")
-      _check_split(self.name, x, y, split)
+      if self.label_mode == "sequence":
+        _check_split(self.name, x, y, split)
+      elif y.shape != x.shape or y.dtype != np.int32:
+        raise ValueError(f"{self.name}: y_{split} must be int32 {x.shape} per-token targets "
+                         f"(label_mode='token'), got {y.dtype} {y.shape}")
     if self.x_train.shape[1] != self.x_test.shape[1]:
       raise ValueError(f"{self.name}: train sequences have length {self.x_train.shape[1]}, "
                        f"test sequences {self.x_test.shape[1]}")
