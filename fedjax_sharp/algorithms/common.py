@@ -49,10 +49,20 @@ def cross_entropy_loss(apply_fn: ApplyFn):
 
 
 def step_metrics(loss, logits, batch) -> dict:
-  """Sums (not means) so the engine can add them over steps and clients."""
-  n = jnp.sum(batch["mask"].astype(jnp.float32))
-  return {"loss_sum": loss * n, "correct": losses.correct_count(logits, batch["y"], batch["mask"]),
-          "examples": n, "steps": jnp.ones((), jnp.float32)}
+  """Sums (not means) so the engine can add them over steps and clients.
+
+  'examples' is the weight of the step's mean loss: its real examples, or for per-token labels
+  (`core.losses`) the tokens counted in the loss, so that every `*_sum / examples` the recorder
+  reports (train loss, FedGMT's KL, ...) is a mean per example or per token. Per-token labels
+  add 'accuracy_tokens', the accuracy's denominator (tokens counted in the accuracy).
+  """
+  y, mask = batch["y"], batch["mask"]
+  n = losses.loss_count(y, mask)
+  metrics = {"loss_sum": loss * n, "correct": losses.correct_count(logits, y, mask),
+             "examples": n, "steps": jnp.ones((), jnp.float32)}
+  if losses.is_per_token(y, mask):
+    metrics["accuracy_tokens"] = losses.accuracy_count(y, mask)
+  return metrics
 
 
 def init_local(optimizer: ClientOptimizer, params, learning_rate) -> LocalSGDState:

@@ -96,7 +96,8 @@ def trajectory_loss(apply_fn: common.ApplyFn, gamma: float, tau: float,
       kl = jnp.zeros((), ce.dtype)
       return ce, (ce, kl, logits)
     teacher_logits = apply_fn(teacher, batch["x"])
-    kl = losses.tempered_kl(teacher_logits, logits, tau, batch["mask"])
+    kl = losses.tempered_kl(teacher_logits, logits, tau,
+                            losses.loss_mask(batch["y"], batch["mask"]))  # tokens, if per-token
     if hparams.is_traced(gamma):   # a sweep lane: report kl = 0 at gamma = 0, as the shortcut does
       kl = jnp.where(gamma == 0, jnp.zeros_like(kl), kl)
     return ce + kl_weight * kl, (ce, kl, logits)

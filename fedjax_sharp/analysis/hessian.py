@@ -29,6 +29,8 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 import numpy as np
 
+from fedjax_sharp.core import losses
+
 METHODS = ("power", "lanczos")
 
 
@@ -40,10 +42,19 @@ class HessianOperator:
   unravel: Callable[[jax.Array], object]
 
 
+def _loss_count(batch: dict) -> float:
+  """Real examples of a batch, or with per-token labels its tokens counted in the loss."""
+  mask, y = np.asarray(batch["mask"]), batch.get("y")
+  if y is None or np.ndim(y) <= mask.ndim:
+    return float(np.sum(mask))
+  return float(losses.loss_count(jnp.asarray(y), jnp.asarray(mask)))
+
+
 def batch_weights(batches: Sequence[dict], what: str = "the dataset") -> list[float]:
-  """Each batch's share of the real (unmasked) examples: the weights of the example-weighted
-  dataset mean of masked-mean batch losses."""
-  counts = [float(np.sum(np.asarray(b["mask"]))) for b in batches]
+  """Each batch's share of the real (unmasked) examples, or of the loss tokens for per-token
+  labels (`core.losses`): the weights of the example- (token-) weighted dataset mean of
+  masked-mean batch losses."""
+  counts = [_loss_count(b) for b in batches]
   total = sum(counts)
   if total <= 0:
     raise ValueError(f"{what} needs at least one real (unmasked) example")
@@ -217,7 +228,7 @@ def cross_entropy_batches(x: np.ndarray, y: np.ndarray, batch_size: int,
     mask = np.arange(batch_size) < len(yb)
     if pad:
       xb = np.concatenate([xb, np.zeros((pad, *xb.shape[1:]), xb.dtype)])
-      yb = np.concatenate([yb, np.zeros((pad,), yb.dtype)])
+      yb = np.concatenate([yb, np.zeros((pad, *yb.shape[1:]), yb.dtype)])
     xb = jnp.asarray(xb)
     if preprocess is not None:
       xb = preprocess(xb, jax.random.key(0))
@@ -231,8 +242,6 @@ def model_top_eigenvalues(apply_fn: Callable, params, x: np.ndarray, y: np.ndarr
                           max_examples: int = 0, key=None) -> np.ndarray:
   """Top-k eigenvalues of the Hessian of the masked mean cross-entropy of `apply_fn` on (x, y)
   (the papers' protocol: the test set, top 5, 20 power iterations)."""
-  from fedjax_sharp.core import losses
-
   def loss_fn(p, batch):
     return losses.masked_cross_entropy(apply_fn(p, batch["x"]), batch["y"], batch["mask"])
   batches = cross_entropy_batches(x, y, batch_size, preprocess, max_examples)

@@ -533,7 +533,17 @@ def load_federated_sqlite(path: str, name: str | None = None,
 # --------------------------------------------------------------------------------------
 # Config dispatch (called by `sources.load_dataset`).
 # --------------------------------------------------------------------------------------
-FILE_SOURCES = ("federated_h5", "federated_sqlite", "imagefolder", "landmarks_csv")
+FILE_SOURCES = ("federated_h5", "federated_sqlite", "imagefolder", "landmarks_csv", "leaf")
+# (data.source, data.name) -> (download.RESOURCES name, the file or directory inside it): what
+# an empty data.path fetches when data.download is True (`data.download` module).
+DOWNLOADABLE = {
+    ("federated_sqlite", "federated_emnist"): ("federated_emnist", "emnist_all.sqlite"),
+    ("federated_sqlite", "femnist"): ("federated_emnist", "emnist_all.sqlite"),
+    ("federated_sqlite", "shakespeare"): ("shakespeare", "shakespeare.sqlite"),
+    ("federated_sqlite", "stackoverflow"): ("stackoverflow", "stackoverflow.sqlite"),
+    ("imagefolder", "cinic10"): ("cinic10", ""),
+}
+TEXT_SQLITE = ("shakespeare", "stackoverflow")
 EMBEDDED_NAMES = ("digits",)   # the embedded source's names (the base config's default)
 
 
@@ -554,12 +564,7 @@ def load_from_config(source: str, data_cfg: Any):
     raise ValueError(f"data.image_size must be an integer >= 0 (0 = the source's default), "
                      f"got {image_size}")
   image_size = int(image_size)
-  if not path:
-    what = {"imagefolder": "the ImageFolder root (train/, test/)",
-            "landmarks_csv": "the Landmarks-User-160k directory (federated_train.csv, test.csv)",
-            "federated_h5": "the training HDF5 file",
-            "federated_sqlite": "the SQLite file"}[source]
-    raise ValueError(f"data.path must name {what} for data.source={source!r}")
+  path = resolve_path(source, name, path, data_cfg)
   if source == "imagefolder":
     return load_imagefolder(path, name=name or None, image_size=image_size,
                             merge_valid=bool(_cfg(data_cfg, "merge_valid", False)),
@@ -583,3 +588,23 @@ def load_from_config(source: str, data_cfg: Any):
     return load_federated_sqlite(path, name=name or None, num_classes=declared,
                                  invert=invert)
   raise ValueError(f"data.source={source!r} is not one of {list(FILE_SOURCES)}")
+
+
+def resolve_path(source: str, name: str, path: str, data_cfg: Any) -> str:
+  """data.path, or with an empty one the file / directory `data.download` fetches for a
+  DOWNLOADABLE (source, name); a one-line error naming the ways otherwise."""
+  if not path and (source, name) in DOWNLOADABLE and _cfg(data_cfg, "download", True):
+    from fedjax_sharp.data import download  # pylint: disable=g-import-not-at-top
+    resource, inside = DOWNLOADABLE[(source, name)]
+    path = os.path.join(download.fetch_dataset(resource), inside)
+  if not path:
+    what = {"imagefolder": "the ImageFolder root (train/, test/)",
+            "landmarks_csv": "the Landmarks-User-160k directory (federated_train.csv, test.csv)",
+            "federated_h5": "the training HDF5 file",
+            "federated_sqlite": "the SQLite file",
+            "leaf": "the LEAF data directory (train/*.json, test/*.json)"}[source]
+    fetchable = sorted(n for s, n in DOWNLOADABLE if s == source)
+    hint = (f" (or data.name one of {fetchable} with data.download=True to fetch it)"
+            if fetchable else "")
+    raise ValueError(f"data.path must name {what} for data.source={source!r}{hint}")
+  return path

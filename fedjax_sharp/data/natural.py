@@ -86,19 +86,23 @@ client.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import os
 import sqlite3
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from fedjax_sharp.data import text as text_lib
+from fedjax_sharp.data.federated_files import TEXT_SQLITE  # pylint: disable=unused-import
 from fedjax_sharp.data.federated_files import _assemble_federated
+from fedjax_sharp.data.federated_files import _cfg
 from fedjax_sharp.data.federated_files import _example_pb2
 from fedjax_sharp.data.federated_files import _pixels_to_uint8
 from fedjax_sharp.data.federated_files import _sort_key
+from fedjax_sharp.data.federated_files import resolve_path
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
 from fedjax_sharp.errors import DataError
@@ -209,6 +213,22 @@ class LMVocabulary(text_lib.Vocabulary):
     return {"format": VOCAB_FORMAT, "version": VOCAB_VERSION, "kind": self.kind,
             "special": {"pad": PAD_ID, "bos": BOS_ID, "eos": EOS_ID, "oov": self.oov_id},
             "tokens": list(self.tokens)}
+
+
+def training_targets(ds: TokenDataset) -> TokenDataset:
+  """`ds` with its next-token targets in the per-token encoding the losses read
+  (`core.losses.encode_targets`): PAD counted nowhere; Shakespeare's BOS / EOS and Stack
+  Overflow's BOS / EOS / OOV counted in the loss but not in the accuracy (module docstring).
+  What `data.load_dataset` returns for these datasets; a classification dataset (LEAF
+  Shakespeare's next character, `label_mode='sequence'`) is returned unchanged."""
+  if ds.label_mode != "token":
+    return ds
+  from fedjax_sharp.core import losses  # pylint: disable=g-import-not-at-top
+  vocab = ds.vocabulary
+  accuracy_ignore = (SHAKESPEARE_ACCURACY_IGNORE_IDS if getattr(vocab, "kind", "") == "chars"
+                     else stackoverflow_accuracy_ignore_ids(vocab))
+  encode = lambda y: losses.encode_targets(y, (PAD_ID,), accuracy_ignore)
+  return dataclasses.replace(ds, y_train=encode(ds.y_train), y_test=encode(ds.y_test))
 
 
 def save_lm_vocabulary(path: str, vocabulary: LMVocabulary) -> None:
@@ -707,3 +727,34 @@ def load_tff_stackoverflow(path: str, vocab_size: int = STACKOVERFLOW_NUM_WORDS,
                      for cid, p in by_client.items()}
                for key, by_client in posts.items()}
   return _assemble_tokens(name, per_split, vocabulary, vocabulary.size, "token", path)
+
+
+# --------------------------------------------------------------------------------------
+# Config dispatch.
+# --------------------------------------------------------------------------------------
+def load_from_config(source: str, data_cfg: Any):
+  """LEAF JSON (data.source='leaf') and TFF's text SQLite files (data.source=
+  'federated_sqlite', data.name in TEXT_SQLITE) from config fields (`sources.load_dataset`);
+  next-token targets come encoded for training (`training_targets`)."""
+  name = _cfg(data_cfg, "name", "") or ""
+  path = resolve_path(source, name, _cfg(data_cfg, "path", "") or "", data_cfg)
+  length = _cfg(data_cfg, "max_length", 0) or 0
+  if source == "leaf":
+    if name not in LEAF_DATASETS:
+      raise ValueError(f"data.name={name!r} is not one of {list(LEAF_DATASETS)} for "
+                       f"data.source='leaf'")
+    return load_leaf(path, name, invert=bool(_cfg(data_cfg, "invert_pixels", True)),
+                     seq_length=length or SHAKESPEARE_SEQUENCE_LENGTH)
+  if name == "shakespeare":
+    return training_targets(load_tff_shakespeare(
+        path, seq_length=length or SHAKESPEARE_SEQUENCE_LENGTH))
+  word_counts = _cfg(data_cfg, "word_counts_path", "") or None
+  if word_counts is None and _cfg(data_cfg, "download", True) and not _cfg(
+      data_cfg, "vocabulary_path", ""):
+    from fedjax_sharp.data import download  # pylint: disable=g-import-not-at-top
+    word_counts = os.path.join(download.fetch_dataset("stackoverflow_word_count"),
+                               "stackoverflow.word_count")
+  return training_targets(load_tff_stackoverflow(
+      path, vocab_size=int(_cfg(data_cfg, "vocab_max_size", 0) or STACKOVERFLOW_NUM_WORDS),
+      word_counts_path=word_counts, vocabulary=_cfg(data_cfg, "vocabulary_path", "") or None,
+      max_length=length or STACKOVERFLOW_SEQUENCE_LENGTH))

@@ -370,8 +370,12 @@ def partition(labels: Any, data_cfg: Any, seed) -> list[np.ndarray]:
   dataset = None
   if hasattr(labels, "y_train"):
     dataset, labels = labels, labels.y_train
-  labels = np.asarray(labels).reshape(-1)
   kind = _field(data_cfg, "partition", "iid")
+  if np.ndim(labels) > 1 and kind != "natural":
+    raise ValueError(f"data.partition={kind!r}: this dataset has per-token targets "
+                     f"(next-token prediction) and no class labels to partition by; use "
+                     f"data.partition='natural' (its clients)")
+  labels = np.asarray(labels).reshape(-1) if np.ndim(labels) <= 1 else labels[:, 0]
   if kind not in PARTITIONS:
     drawn = sorted(set(PARTITIONS) - set(EXTERNAL_PARTITIONS))
     raise ValueError(f"data.partition={kind!r} is not one of {drawn} (drawn at random) or "

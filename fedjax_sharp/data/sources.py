@@ -17,9 +17,15 @@ dispatches on `data.source`:
   'federated_h5'      TFF/fedjax Federated EMNIST HDF5 (`examples/<client>/{pixels,label}`);
                       natural partition by writer.
   'federated_sqlite'  TFF's SQLite client data (`examples(split_name, client_id,
-                      serialized_example_proto)`); natural partition by client.
+                      serialized_example_proto)`); natural partition by client. With
+                      data.name 'shakespeare' / 'stackoverflow': next-token sequences
+                      (`natural.load_tff_shakespeare` / `load_tff_stackoverflow`).
+  'leaf'              LEAF's JSON files (femnist, shakespeare; `natural.load_leaf`).
 
-The last four live in `federated_files`. Nothing here imports TensorFlow or
+With an empty data.path and data.download=True, the published files of federated EMNIST,
+Shakespeare, Stack Overflow (TFF's SQLite) and CINIC-10 are fetched once (`data.download`).
+
+The file layouts live in `federated_files` and `natural`. Nothing here imports TensorFlow or
 tensorflow_datasets at module import time (TFDS, pillow and h5py are imported lazily).
 """
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fedjax_sharp.data import federated_files
+from fedjax_sharp.data import natural
 from fedjax_sharp.data import text as text_lib
 from fedjax_sharp.data.arrays import (as_images, as_labels, hold_out_validation, make_dataset,
                                       stratified_subset, subsample)
@@ -654,9 +661,17 @@ def load_dataset(data_cfg: Any, seed: int | None = None):
       raise ValueError(f"data.name={name!r} is not one of {list(_CLASSIC_TFDS)}, {emnist} "
                        f"(turned upright) or the text datasets {sorted(TFDS_TEXT_DATASETS)} "
                        f"for data.source='tfds'")
+  elif source == "leaf" or (source == "federated_sqlite" and name in natural.TEXT_SQLITE):
+    ds = natural.load_from_config(source, data_cfg)
   else:
     ds = federated_files.load_from_config(source, data_cfg)
 
+  if getattr(ds, "label_mode", "sequence") == "token":
+    for field in ("validation_examples", "max_train_examples", "max_test_examples"):
+      if int(getattr(data_cfg, field, 0) or 0):
+        raise ValueError(f"data.{field}: class-stratified subsets need class labels; this "
+                         f"dataset has per-token targets (next-token prediction): take fewer "
+                         f"clients with data.num_clients instead")
   n_val = int(getattr(data_cfg, "validation_examples", 0) or 0)
   if n_val < 0:
     raise ValueError(f"data.validation_examples must be >= 0 (0 = evaluate on the test "

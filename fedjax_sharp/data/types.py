@@ -32,12 +32,16 @@ def _check_split(name: str, x: np.ndarray, y: np.ndarray, split: str):
     raise ValueError(f"{name}: y_{split} must be int32, got {y.dtype}")
 
 
-def _check_labels_in_range(name: str, ys: Sequence[np.ndarray], num_classes: int):
+def _check_labels_in_range(name: str, ys: Sequence[np.ndarray], num_classes: int,
+                           encoded: bool = False):
+  """Labels in [0, num_classes); per-token targets (`encoded`) may also hold the encoding of
+  `core.losses` (-1 ignored, -id - 2 counted in the loss only): [-num_classes - 1, C)."""
   if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 1:
     raise ValueError(f"{name}: num_classes must be a positive integer, got {num_classes}")
+  low = -num_classes - 1 if encoded else 0
   for split, y in zip(("train", "test"), ys):
-    if y.size and (y.min() < 0 or y.max() >= num_classes):
-      raise ValueError(f"{name}: y_{split} must lie in [0, {num_classes}), got "
+    if y.size and (y.min() < low or y.max() >= num_classes):
+      raise ValueError(f"{name}: y_{split} must lie in [{low}, {num_classes}), got "
                        f"{y.min()}..{y.max()}")
 
 
@@ -227,7 +231,8 @@ class TokenDataset(_Common):
     if self.x_train.shape[1] != self.x_test.shape[1]:
       raise ValueError(f"{self.name}: train sequences have length {self.x_train.shape[1]}, "
                        f"test sequences {self.x_test.shape[1]}")
-    _check_labels_in_range(self.name, (self.y_train, self.y_test), self.num_classes)
+    _check_labels_in_range(self.name, (self.y_train, self.y_test), self.num_classes,
+                           encoded=self.label_mode == "token")
     _check_natural(self)
 
   @property

@@ -1,6 +1,8 @@
-"""Model registry: config name -> Flax module constructor."""
+"""Model registry: config name -> Flax module constructor, and the model options of the config
+(`model.conv_impl`, `model.compute_dtype`)."""
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -8,7 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.models import cnn, zoo
+from fedjax_sharp.models.conv import CONV_IMPLS
+from fedjax_sharp.models import sequence
 
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "mcmahan_cnn": cnn.McMahanCNN,
@@ -23,18 +28,36 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "fasttext": zoo.FastText,
     "mobilenet_v2_gn": zoo.MobileNetV2GN,
     "vgg11_gn": zoo.VGG11GN,
+    # Next-token models (fedjax_sharp/models/sequence.py): logits [B, L, V], per-token labels.
+    "char_lstm": sequence.CharLSTM,
+    "word_lstm": sequence.WordLSTM,
 }
 
 
-def get_model(name: str, num_classes: int, **kwargs: Any) -> nn.Module:
+def conv_impl_models() -> list[str]:
+  """The registered models that take `conv_impl` (config field `model.conv_impl`)."""
+  return sorted(name for name, cls in MODELS.items()
+                if "conv_impl" in getattr(cls, "__dataclass_fields__", {}))
+
+
+def get_model(name: str, num_classes: int, conv_impl: str = "xla", **kwargs: Any) -> nn.Module:
   """Returns the Flax module registered under `name` (config field `model.name`); `kwargs` are
-  the module's fields (config block `model.<name>`, e.g. `groups`, `stem`, `vocab_size`)."""
+  the module's fields (config block `model.<name>`, e.g. `groups`, `stem`, `vocab_size`).
+  `conv_impl` (config field `model.conv_impl`): 'xla' | 'matmul' (models/conv.py), passed to
+  the models that have the field; 'matmul' for any other model is a ConfigError."""
   if name not in MODELS:
     raise ValueError(f"model.name={name!r} is not one of {sorted(MODELS)}")
   fields = set(getattr(MODELS[name], "__dataclass_fields__", {})) - {"parent", "name"}
   unknown = sorted(set(kwargs) - fields)
   if unknown:
     raise ValueError(f"model.{name}: unknown field(s) {unknown}; {name} has {sorted(fields)}")
+  if conv_impl not in CONV_IMPLS:
+    raise ConfigError(f"model.conv_impl={conv_impl!r} is not one of {list(CONV_IMPLS)}")
+  if "conv_impl" in fields:
+    kwargs["conv_impl"] = conv_impl
+  elif conv_impl != "xla":
+    raise ConfigError(f"model.conv_impl={conv_impl!r} applies to the convolutional models "
+                      f"{conv_impl_models()}, not model.name={name!r}: set it to 'xla'")
   return MODELS[name](num_classes=num_classes, **kwargs)
 
 
@@ -51,19 +74,43 @@ def count_params(params) -> int:
 
 
 COMPUTE_DTYPES = ("float32", "bfloat16")
+# Values of the config field `model.compute_dtype`: a dtype, or 'auto' (resolve_compute_dtype).
+COMPUTE_DTYPE_VALUES = COMPUTE_DTYPES + ("auto",)
+# Backends whose 'auto' compute dtype is bfloat16 (jax.default_backend() names; 'cuda' / 'rocm'
+# are platform names some jax versions report).
+BFLOAT16_BACKENDS = ("gpu", "tpu", "cuda", "rocm")
+_logged_resolutions: set[str] = set()
+
+
+def resolve_compute_dtype(value: str, backend: str | None = None) -> str:
+  """The dtype that `model.compute_dtype=value` computes in: 'float32' and 'bfloat16' as given;
+  'auto' -> 'bfloat16' on a GPU or TPU (tensor cores; float32 master weights, see
+  with_compute_dtype) and 'float32' on a CPU, where bfloat16 is no faster (BUILD_NOTES) and only
+  loses precision. `backend`: None = jax.default_backend(). The resolution of 'auto' is logged
+  once per backend at INFO."""
+  if value not in COMPUTE_DTYPE_VALUES:
+    raise ConfigError(f"model.compute_dtype={value!r} is not one of {list(COMPUTE_DTYPE_VALUES)}")
+  if value != "auto":
+    return value
+  backend = str(backend or jax.default_backend()).lower()
+  resolved = "bfloat16" if backend in BFLOAT16_BACKENDS else "float32"
+  message = f"model.compute_dtype 'auto' -> {resolved} on {backend}"
+  if message not in _logged_resolutions:
+    _logged_resolutions.add(message)
+    logging.getLogger(__name__).info(message)
+  return resolved
 
 
 def with_compute_dtype(apply_fn: Callable, compute_dtype: str = "float32") -> Callable:
-  """`apply_fn(params, x)` computed in `compute_dtype` (config field `model.compute_dtype`).
+  """`apply_fn(params, x)` computed in `compute_dtype` (config field `model.compute_dtype`;
+  'auto' is resolved for the default backend by resolve_compute_dtype).
 
   'bfloat16' casts the float32 weights and floating inputs to bfloat16 on the way in and the
   logits back to float32 on the way out: gradients reach the float32 weights through the
   casts, so updates, aggregation and every server state stay float32 (mixed precision; bfloat16
   has float32's exponent range, so no loss scaling). Integer inputs (token ids) pass unchanged.
   """
-  if compute_dtype not in COMPUTE_DTYPES:
-    raise ValueError(f"model.compute_dtype={compute_dtype!r} is not one of "
-                     f"{list(COMPUTE_DTYPES)}")
+  compute_dtype = resolve_compute_dtype(compute_dtype)
   if compute_dtype == "float32":
     return apply_fn
   low = jnp.dtype(compute_dtype)

@@ -10,7 +10,7 @@ from ml_collections import config_dict
 
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.core.client_table import CLIENT_TABLES
-from fedjax_sharp.models.registry import COMPUTE_DTYPES
+from fedjax_sharp.models.registry import COMPUTE_DTYPE_VALUES
 
 from fedjax_sharp.algorithms.hyperparameters import INF, in_range, range_text
 from fedjax_sharp.errors import ConfigError
@@ -22,9 +22,10 @@ ANALYSIS_METRICS = ("lambda_max", "hessian_trace", "sam_sharpness", "client_perc
 # fields are documented by their factories (`algorithms.hyperparameters.Field`).
 FIELD_DOCS = {
     'aggregation': "'examples' (n_m / sum n) or 'uniform'",
-    'data.source': "'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' | 'landmarks_csv' | 'federated_h5' | 'federated_sqlite'",
+    'data.source': "'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' | 'landmarks_csv' | 'federated_h5' | 'federated_sqlite' | 'leaf'",
     'data.name': 'digits | fashion_mnist | mnist | cifar10 | cifar100 | emnist[/digits|letters|...] | ag_news_subset | free (files)',
     'data.path': "idx dir / npz file / tfds data_dir / ImageFolder root / Landmarks dir / federated .h5 or .sqlite ('' = default)",
+    'data.download': "fetch once what is missing: tfds datasets (prepared into data.path; needs the 'prepare' extra), and with data.path '' TFF's federated_emnist / shakespeare / stackoverflow SQLite and CINIC-10 (into $FEDJAX_SHARP_DATA or ~/.cache/fedjax_sharp)",
     'data.num_clients': "'file' / 'natural' partitions: 0 = all the given clients",
     'data.partition': "'iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'",
     'data.partition_path': "'file': a .json / .npz of per-client index lists (README)",
@@ -42,6 +43,7 @@ FIELD_DOCS = {
     'data.augment_pad': "zero padding of the random crop (FedGMT's text: 2; its code: 4)",
     'data.max_train_examples': '0 = all (a seeded, class-stratified subset otherwise)',
     'data.vocab_max_size': '0 = no limit',
+    'data.word_counts_path': "stackoverflow: TFF's stackoverflow.word_count ('' = fetched with data.download, else counted from the training split)",
     'data.vocabulary_path': "'' = build it (saved as <workdir>/vocabulary.json)",
     'data.image_size': 'imagefolder / landmarks_csv: resize to this (0 = keep / 64)',
     'data.merge_valid': "imagefolder: CINIC-10's valid split joins train",
@@ -84,7 +86,8 @@ FIELD_DOCS = {
     'checkpoint_keep': 'checkpoints kept under <workdir>/checkpoints (orbax)',
     'resume': "continue from the newest checkpoint of the same setting; False: discard the workdir's results and start over",
     'training.on_nonfinite': "'stop' (status 'diverged', exit 3) | 'warn' (log, go on)",
-    'model.compute_dtype': "'float32' | 'bfloat16' (forward/backward in bfloat16, weights and updates in float32)",
+    'model.compute_dtype': "'float32' | 'bfloat16' (forward/backward in bfloat16, weights and updates in float32) | 'auto' (bfloat16 on GPU/TPU, float32 on CPU)",
+    'model.conv_impl': "'xla' (lax convolutions) | 'matmul' (patches x kernel as one batched matmul: vmapped clients run batched GEMMs, not grouped convolutions; same parameters)",
     'local.momentum': "client momentum; None = the algorithm's paper default (0.9, or 0 for SCAFFOLD, FedGamma, FedCM, MoFedSAM, MimeLite)",
     'local.optimizer': "local gradient of the algorithms that take any client optimiser: 'sgd' | 'sam' | 'asam' (fedavg + sam is the deprecated spelling of fedsam)",
     'algorithm.name': 'the algorithm (docs/algorithms/index.md); its hyperparameters: config.algorithm.<name>',
@@ -115,6 +118,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.source = "embedded"
   c.data.name = "digits"
   c.data.path = ""
+  c.data.download = True
   c.data.num_clients = 100
   c.data.partition = "iid"
   c.data.partition_path = ""
@@ -142,6 +146,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.data.vocab_min_count = 2
   c.data.vocab_max_size = 0
   c.data.vocabulary_path = ""
+  c.data.word_counts_path = ""
   # Local file sources (fedjax_sharp/data/federated_files.py).
   c.data.image_size = 0
   c.data.merge_valid = False
@@ -155,6 +160,9 @@ def base_config() -> ml_collections.ConfigDict:
   # 'bfloat16': the forward and backward passes in bfloat16, the weights (and every update,
   # aggregate and server state) kept in float32 (mixed precision; no loss scaling needed).
   c.model.compute_dtype = "float32"
+  # 'matmul': every convolution as patch extraction + one matmul (models/conv.py), for the
+  # convolutional models (models.registry.conv_impl_models()); same parameters as 'xla'.
+  c.model.conv_impl = "xla"
   c.model.name = "mcmahan_cnn"
   # Model fields (fedjax_sharp/models/zoo.py), read for the selected model only.
   c.model.resnet8 = ml_collections.ConfigDict(dict(groups=2, stem="imagenet"))
@@ -367,6 +375,7 @@ def validate(config) -> None:
   _one_of(config.algorithm.name, ALGORITHMS, "algorithm.name")
   _one_of(config.model.name, MODELS, "model.name")
   _one_of(config.data.augment, ("none", "crop_flip"), "data.augment")
+  _one_of(config.data.get("download", True), (True, False), "data.download")
   _check(config.data.alpha >= 0, "data.alpha", f"must be >= 0, got {config.data.alpha}")
   _check(config.local.batch_size >= 1, "local.batch_size",
          f"must be >= 1, got {config.local.batch_size}")
@@ -384,7 +393,18 @@ def validate(config) -> None:
          f"must be >= 0, got {config.local.weight_decay}")
   _one_of(config.engine.client_strategy, CLIENT_STRATEGIES, "engine.client_strategy")
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
-  _one_of(config.model.get("compute_dtype", "float32"), COMPUTE_DTYPES, "model.compute_dtype")
+  _one_of(config.model.get("compute_dtype", "float32"), COMPUTE_DTYPE_VALUES,
+          "model.compute_dtype")
+  from fedjax_sharp.models.conv import CONV_IMPLS
+  from fedjax_sharp.models.registry import conv_impl_models
+  conv_impl = config.model.get("conv_impl", "xla")
+  _one_of(conv_impl, CONV_IMPLS, "model.conv_impl")
+  if conv_impl != "xla":
+    _check(not is_minimax(config), "model.conv_impl", f"applies to classification only; "
+           f"task.name={task!r} builds its own model: set it to 'xla'")
+    _check(config.model.name in conv_impl_models(), "model.conv_impl",
+           f"{conv_impl!r} applies to the convolutional models {conv_impl_models()}, not "
+           f"model.name={config.model.name!r}: set it to 'xla'")
   _one_of(config.engine.get("client_table", "auto"), CLIENT_TABLES, "engine.client_table")
   _check(config.engine.get("client_table_budget_mb", 0) >= 0, "engine.client_table_budget_mb",
          f"must be >= 0 (0 = a quarter of the device's memory), got "

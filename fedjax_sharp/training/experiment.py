@@ -17,7 +17,7 @@ import numpy as np
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import client_table as client_table_lib
-from fedjax_sharp.core import feeding, sharding, tree
+from fedjax_sharp.core import feeding, losses, sharding, tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
@@ -97,18 +97,24 @@ class Experiment:
 
 
 def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
-  """Returns params -> {'test_loss', 'test_accuracy'}: fixed-size padded batches, one jit."""
+  """Returns params -> {'test_loss', 'test_accuracy'}: fixed-size padded batches, one jit.
+
+  Per-token targets (`y_test` [N, L], next-token prediction; encoding in `core.losses`): the
+  loss is the mean over the tokens counted in the loss, the accuracy the share of right
+  predictions among the tokens counted in the accuracy."""
   n = len(y_test)
   batch_size = min(batch_size, n)
   num_batches = math.ceil(n / batch_size)
   pad = num_batches * batch_size - n
   xs = np.concatenate([x_test, np.zeros((pad, *x_test.shape[1:]), x_test.dtype)])
-  ys = np.concatenate([y_test, np.zeros((pad,), y_test.dtype)])
+  ys = np.concatenate([y_test, np.zeros((pad, *y_test.shape[1:]), y_test.dtype)])
   ms = np.arange(len(ys)) < n
   xs = jnp.asarray(xs.reshape(num_batches, batch_size, *x_test.shape[1:]))
-  ys = jnp.asarray(ys.reshape(num_batches, batch_size))
+  ys = jnp.asarray(ys.reshape(num_batches, batch_size, *y_test.shape[1:]))
   ms = jnp.asarray(ms.reshape(num_batches, batch_size))
   key = jax.random.key(0)  # unused: no augmentation at test time
+  if np.ndim(y_test) > 1:
+    return _token_evaluator(apply_fn, xs, ys, ms, preprocess, key)
 
   @jax.jit
   def batch_stats(params, x, y, m):
@@ -123,6 +129,25 @@ def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
       l, c = batch_stats(params, xs[b], ys[b], ms[b])
       loss, correct = loss + l, correct + c
     return {"test_loss": float(loss) / n, "test_accuracy": float(correct) / n}
+  return evaluate
+
+
+def _token_evaluator(apply_fn, xs, ys, ms, preprocess, key):
+  """`make_evaluator` for per-token targets: sums over the batches, then the two token means."""
+  @jax.jit
+  def batch_stats(params, x, y, m):
+    logits = apply_fn(params, preprocess(x, key))
+    n_loss = losses.loss_count(y, m)
+    return (losses.masked_cross_entropy(logits, y, m) * n_loss, losses.correct_count(logits, y, m),
+            n_loss, losses.accuracy_count(y, m))
+
+  def evaluate(params) -> dict:
+    loss = correct = n_loss = n_acc = 0.0
+    for b in range(len(ms)):  # host loop, as make_evaluator's
+      l, c, nl, na = batch_stats(params, xs[b], ys[b], ms[b])
+      loss, correct, n_loss, n_acc = loss + l, correct + c, n_loss + nl, n_acc + na
+    return {"test_loss": float(loss) / max(float(n_loss), 1.0),
+            "test_accuracy": float(correct) / max(float(n_acc), 1.0)}
   return evaluate
 
 
@@ -144,7 +169,9 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   client_indices = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
   root = jax.random.key(config.seed)
   model = model_registry.get_model(config.model.name, dataset.num_classes,
+                                   conv_impl=str(config.model.get("conv_impl", "xla")),
                                    **model_fields(config, dataset))
+  # 'auto' resolves for the default backend (bfloat16 on GPU/TPU, float32 on CPU), logged once.
   apply_fn = model_registry.with_compute_dtype(
       lambda params, x: model.apply({"params": params}, x),
       str(config.model.get("compute_dtype", "float32")))

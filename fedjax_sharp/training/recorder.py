@@ -316,7 +316,9 @@ class RunRecorder:
         "local_steps": int(m["steps"]),
     }
     if "correct" in m:
-      record["train_accuracy"] = float(m["correct"] / max(m["examples"], 1.0))
+      # Per-token labels: the accuracy's own denominator ('examples' counts the loss tokens).
+      record["train_accuracy"] = float(m["correct"] / max(m.get("accuracy_tokens",
+                                                                m["examples"]), 1.0))
     for k, v in m.items():  # algorithm-specific sums, e.g. the FedGMT KL term
       if k.endswith("_sum") and k != "loss_sum":
         record[k[:-4] + "_mean"] = float(v / max(m["examples"], 1.0))

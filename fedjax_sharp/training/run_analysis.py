@@ -121,13 +121,15 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from fedjax_sharp.analysis import landscape, sharpness  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.core import losses  # pylint: disable=g-import-not-at-top
   exp, params = _load(run_dir, model, experiment)
   batches = _batches(exp, examples)
   loss_fn = sharpness.cross_entropy_loss(exp.apply_fn)
 
-  def acc_fn(p, batch):
-    right = jnp.argmax(exp.apply_fn(p, batch["x"]), -1) == batch["y"]
-    return jnp.sum(right * batch["mask"]) / jnp.maximum(jnp.sum(batch["mask"]), 1)
+  def acc_fn(p, batch):  # per example, or per token for next-token targets (core.losses)
+    y, mask = batch["y"], batch["mask"]
+    right = losses.correct_count(exp.apply_fn(p, batch["x"]), y, mask)
+    return right / jnp.maximum(losses.accuracy_count(y, mask), 1.0)
   config = load_run_config(run_dir)
   label = f"{config.algorithm.name}, seed {config.seed}"
   t0 = time.time()
