@@ -38,6 +38,16 @@ NOT_RUN = {
     "python experiments/run.py --config=my_config.py":
         "the reader's own config file: tests/test_hyperparameters.py runs this command on a "
         "config file written like the page's",
+    "pip install -e '.[prepare]'": "install step (TensorFlow, for preparing TFDS datasets)",
+    "python experiments/run.py --config=configs/fedgmt_table2.py --config.data.path=$HOME/tfds":
+        "downloads CIFAR-10 (network); the download path without network is tested by "
+        "tests/test_data_sources.py::test_tfds_download_*",
+    "python experiments/run.py --config=configs/shakespeare_lstm.py":
+        "downloads Shakespeare (network); one round of the config on a tiny file: "
+        "tests/test_natural_configs.py",
+    "python experiments/run.py --config=configs/femnist_cnn.py":
+        "downloads federated EMNIST (network); one round of the config on a tiny file: "
+        "tests/test_natural_configs.py",
     ".venv/bin/python experiments/landscape.py":
         "reads a finished run of the compare command before it (tests/test_analysis.py runs it)",
 }
