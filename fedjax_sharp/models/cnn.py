@@ -2,6 +2,10 @@
 
 All models are stateless (no batch statistics, no dropout), so `apply(params, x)` is a pure
 function of the parameters and the batch; this is what lets the engine vmap clients freely.
+The convolutional models take `conv_impl` ('xla' | 'matmul', config field `model.conv_impl`):
+'matmul' computes each convolution as patches times the kernel (models/conv.py), so clients
+vmapped with their own weights run batched matrix products instead of grouped convolutions;
+the parameters are the same either way.
 """
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
+
+from fedjax_sharp.models.conv import Conv
 
 
 def max_pool_2x2(x: jnp.ndarray) -> jnp.ndarray:
@@ -31,11 +37,13 @@ class McMahanCNN(nn.Module):
   Works on 28x28x1 (fc input 7*7*64) and 32x32x3 (fc input 8*8*64) inputs.
   """
   num_classes: int = 10
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
-    x = max_pool_2x2(nn.relu(nn.Conv(32, (5, 5), padding=2, name="conv1")(x)))
-    x = max_pool_2x2(nn.relu(nn.Conv(64, (5, 5), padding=2, name="conv2")(x)))
+    conv = lambda f, name: Conv(f, (5, 5), padding=2, impl=self.conv_impl, name=name)
+    x = max_pool_2x2(nn.relu(conv(32, "conv1")(x)))
+    x = max_pool_2x2(nn.relu(conv(64, "conv2")(x)))
     x = x.reshape(x.shape[0], -1)
     x = nn.relu(nn.Dense(512, name="fc1")(x))
     return nn.Dense(self.num_classes, name="fc2")(x)
@@ -49,11 +57,13 @@ class LeNet5(nn.Module):
   PyTorch model.
   """
   num_classes: int = 10
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
-    x = max_pool_2x2(nn.relu(nn.Conv(64, (5, 5), padding="VALID", name="conv1")(x)))
-    x = max_pool_2x2(nn.relu(nn.Conv(64, (5, 5), padding="VALID", name="conv2")(x)))
+    conv = lambda name: Conv(64, (5, 5), padding="VALID", impl=self.conv_impl, name=name)
+    x = max_pool_2x2(nn.relu(conv("conv1")(x)))
+    x = max_pool_2x2(nn.relu(conv("conv2")(x)))
     x = x.reshape(x.shape[0], -1)
     x = nn.relu(nn.Dense(384, name="fc1")(x))
     x = nn.relu(nn.Dense(192, name="fc2")(x))
@@ -89,10 +99,12 @@ class VGG11(nn.Module):
   64, M, 128, M, 256, 256, M, 512, 512, M, 512, 512, M (M = 2x2 max pool), then one linear
   layer 512 -> C (the CIFAR variant of the federated minimax papers' baselines).
   `groups > 0` puts GroupNorm(groups) (torch eps 1e-5) between every conv and its ReLU:
-  `zoo.VGG11GN`. Parameters on 32x32x3, 10 classes: 9,225,610."""
+  `zoo.VGG11GN`. `conv_impl`: 'xla' | 'matmul' (models/conv.py). Parameters on 32x32x3,
+  10 classes: 9,225,610."""
   num_classes: int = 10
   widths: Sequence = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
   groups: int = 0
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
@@ -102,7 +114,7 @@ class VGG11(nn.Module):
         x = max_pool_2x2(x)
       else:
         i += 1
-        x = nn.Conv(int(w), (3, 3), padding="SAME", name=f"conv{i}")(x)
+        x = Conv(int(w), (3, 3), padding="SAME", impl=self.conv_impl, name=f"conv{i}")(x)
         if self.groups:
           x = nn.GroupNorm(num_groups=self.groups, epsilon=1e-5, name=f"gn{i}")(x)
         x = nn.relu(x)

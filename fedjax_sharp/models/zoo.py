@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_sharp.models.cnn import VGG11, max_pool_2x2
+from fedjax_sharp.models.conv import Conv
 
 TORCH_EPS = 1e-5
 # torch.nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu"): N(0, 2 / fan_out).
@@ -42,11 +43,13 @@ class BasicBlockGN(nn.Module):
   features: int
   stride: int = 1
   groups: int = 2
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
-    conv = lambda f, k, s, p, name: nn.Conv(f, (k, k), strides=(s, s), padding=p, use_bias=False,
-                                           kernel_init=kaiming_fan_out, name=name)
+    conv = lambda f, k, s, p, name: Conv(f, (k, k), strides=(s, s), padding=p, use_bias=False,
+                                         kernel_init=kaiming_fan_out, impl=self.conv_impl,
+                                         name=name)
     out = conv(self.features, 3, self.stride, 1, "conv1")(x)
     out = nn.relu(group_norm(self.groups, "gn1")(out))
     out = conv(self.features, 3, 1, 1, "conv2")(out)
@@ -69,30 +72,33 @@ class ResNetGN(nn.Module):
   global average pooling and one linear layer widths[-1] -> C. Works on any H, W >= 1 and any
   number of input channels (e.g. 28x28x1 Fashion-MNIST).
   `groups`: GroupNorm group count of every norm layer (2 in FL-SAM's and FedGloSS's code).
+  `conv_impl`: 'xla' | 'matmul' for every conv (models/conv.py).
   """
   num_classes: int = 10
   stage_sizes: Sequence[int] = (2, 2, 2, 2)
   widths: Sequence[int] = (64, 128, 256, 512)
   groups: int = 2
   stem: str = "cifar"
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
     if self.stem == "imagenet":
-      x = nn.Conv(64, (7, 7), strides=(2, 2), padding=3, use_bias=False,
-                  kernel_init=kaiming_fan_out, name="conv1")(x)
+      x = Conv(64, (7, 7), strides=(2, 2), padding=3, use_bias=False,
+               kernel_init=kaiming_fan_out, impl=self.conv_impl, name="conv1")(x)
       x = nn.relu(group_norm(self.groups, "gn1")(x))
       x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
     elif self.stem == "cifar":
-      x = nn.Conv(64, (3, 3), strides=(1, 1), padding=1, use_bias=False,
-                  kernel_init=kaiming_fan_out, name="conv1")(x)
+      x = Conv(64, (3, 3), strides=(1, 1), padding=1, use_bias=False,
+               kernel_init=kaiming_fan_out, impl=self.conv_impl, name="conv1")(x)
       x = nn.relu(group_norm(self.groups, "gn1")(x))
     else:
       raise ValueError(f"stem={self.stem!r} is not one of ['cifar', 'imagenet']")
     for i, (n, width) in enumerate(zip(self.stage_sizes, self.widths)):
       for j in range(n):
         stride = 2 if (i > 0 and j == 0) else 1
-        x = BasicBlockGN(width, stride, self.groups, name=f"stage{i + 1}_block{j + 1}")(x)
+        x = BasicBlockGN(width, stride, self.groups, conv_impl=self.conv_impl,
+                         name=f"stage{i + 1}_block{j + 1}")(x)
     x = jnp.mean(x, axis=(1, 2))
     return nn.Dense(self.num_classes, name="fc")(x)
 
@@ -292,14 +298,15 @@ class ConvGNReLU6(nn.Module):
   depthwise: bool = False
   groups: int = 2
   act: bool = True
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
     pad = (self.kernel - 1) // 2
-    x = nn.Conv(self.features, (self.kernel, self.kernel), strides=(self.stride, self.stride),
-                padding=pad, use_bias=False,
-                feature_group_count=x.shape[-1] if self.depthwise else 1,
-                kernel_init=kaiming_fan_out, name="conv")(x)
+    x = Conv(self.features, (self.kernel, self.kernel), strides=(self.stride, self.stride),
+             padding=pad, use_bias=False,
+             feature_group_count=x.shape[-1] if self.depthwise else 1,
+             kernel_init=kaiming_fan_out, impl=self.conv_impl, name="conv")(x)
     x = group_norm(self.groups, "gn")(x)
     return nn.relu6(x) if self.act else x
 
@@ -311,16 +318,20 @@ class InvertedResidualGN(nn.Module):
   stride: int
   expand_ratio: int
   groups: int = 2
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
     inp = x.shape[-1]
     hidden = int(round(inp * self.expand_ratio))
     h = x
+    impl = self.conv_impl
     if self.expand_ratio != 1:
-      h = ConvGNReLU6(hidden, 1, groups=self.groups, name="expand")(h)
-    h = ConvGNReLU6(hidden, 3, self.stride, depthwise=True, groups=self.groups, name="dw")(h)
-    h = ConvGNReLU6(self.features, 1, groups=self.groups, act=False, name="project")(h)
+      h = ConvGNReLU6(hidden, 1, groups=self.groups, conv_impl=impl, name="expand")(h)
+    h = ConvGNReLU6(hidden, 3, self.stride, depthwise=True, groups=self.groups, conv_impl=impl,
+                    name="dw")(h)
+    h = ConvGNReLU6(self.features, 1, groups=self.groups, act=False, conv_impl=impl,
+                    name="project")(h)
     if self.stride == 1 and inp == self.features:
       h = x + h
     return h
@@ -337,6 +348,8 @@ class MobileNetV2GN(nn.Module):
   torchvision's classifier Dropout(0.2) is omitted (stateless models).
   `width_mult` w (default 1.0); `groups` default 2 (channel counts are multiples of 8, so any
   divisor of 8 is valid; the papers do not state the group count).
+  `conv_impl`: 'xla' | 'matmul' for every conv; 'matmul' computes the depthwise convs as an
+  einsum with the channels as a batch dimension (models/conv.py).
   Parameters with w = 1: 3,504,872 with 1000 classes (torchvision's MobileNetV2 count, GN has the
   same 2 affine parameters per channel as BN), 4,821,740 with Landmarks' 2028 classes.
   ImageNet-pretrained weights (used by the papers) are not bundled.
@@ -344,18 +357,23 @@ class MobileNetV2GN(nn.Module):
   num_classes: int = 10
   width_mult: float = 1.0
   groups: int = 2
+  conv_impl: str = "xla"
 
   @nn.compact
   def __call__(self, x):
     w = self.width_mult
-    x = ConvGNReLU6(make_divisible(32 * w), 3, 2, groups=self.groups, name="stem")(x)
+    impl = self.conv_impl
+    x = ConvGNReLU6(make_divisible(32 * w), 3, 2, groups=self.groups, conv_impl=impl,
+                    name="stem")(x)
     k = 0
     for t, c, n, s in MOBILENET_V2_SETTING:
       out = make_divisible(c * w)
       for i in range(n):
         k += 1
-        x = InvertedResidualGN(out, s if i == 0 else 1, t, self.groups, name=f"block{k}")(x)
-    x = ConvGNReLU6(make_divisible(1280 * max(1.0, w)), 1, groups=self.groups, name="last")(x)
+        x = InvertedResidualGN(out, s if i == 0 else 1, t, self.groups, conv_impl=impl,
+                               name=f"block{k}")(x)
+    x = ConvGNReLU6(make_divisible(1280 * max(1.0, w)), 1, groups=self.groups, conv_impl=impl,
+                    name="last")(x)
     x = jnp.mean(x, axis=(1, 2))
     return nn.Dense(self.num_classes, kernel_init=nn.initializers.normal(0.01),
                     name="classifier")(x)
