@@ -7,9 +7,17 @@ CIFAR-10 CNN setting of the FedGMT paper on synthetic data (McMahan CNN 32x32x3,
   3. a 100-client round (vmap/rolled),
   4. a sweep: 3 seeds x 4 algorithms x --sweep_rounds rounds, each algorithm's 3 seeds as one
      compiled program (`RoundEngine.sweep_round`, own cohorts and keys per seed).
-Each row is printed as soon as it is measured.
+Each row is printed as soon as it is measured, with its achieved TFLOP/s and the percentage of
+the device's peak. FLOPs: XLA's own count of one compiled local step
+(`compiled.cost_analysis()['flops']`: forward, backward and each algorithm's extra passes) times
+the round's real steps (`round_time.flops_per_step`); aggregation and server updates (O(params))
+are not counted. Peak: `--peak_tflops=FP32,BF16` (TFLOP/s), else the table KNOWN_PEAKS of
+dense vendor figures by device kind, else none. Rows 1 cover `model.conv_impl` (xla | matmul)
+x `model.compute_dtype` (float32 | bfloat16) x strategy; the later sections use --conv_impl and
+--compute_dtype (default: the library defaults).
 
     python benchmarks/accelerator.py                 # on a GPU / TPU (targets: BUILD_NOTES.md)
+    python benchmarks/accelerator.py --conv_impl=matmul --compute_dtype=bfloat16
     python benchmarks/accelerator.py --small         # tiny shapes: runs anywhere in seconds (CI)
 
 --check, the backend smoke check: every registered algorithm (the classification registry
@@ -49,6 +57,7 @@ import round_time  # pylint: disable=g-import-not-at-top
 
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, TrainData, tree
 from fedjax_sharp.models import get_model, init_params
+from fedjax_sharp.models.registry import resolve_compute_dtype, with_compute_dtype
 from fedjax_sharp.training import compare
 from fedjax_sharp.training.config import base_config
 from fedjax_sharp.algorithms import build_algorithm
@@ -61,13 +70,52 @@ CHECK_STRATEGIES = {"vmap": "vmap/rolled", "map": "map/rolled",
 CHECK_BASELINES = ("fedavg", "local_sgda")   # the relative column's reference, per family
 COST_ALGORITHMS = ("fedavg", "feddyn", "fedgmt", "fedsam", "fedgloss")
 SWEEP_ALGORITHMS = ("fedavg", "feddyn", "fedgmt", "fedsam")
+CONV_IMPLS, COMPUTE_DTYPES = ("xla", "matmul"), ("float32", "bfloat16")
+# Dense peak TFLOP/s (float32 on CUDA cores, bfloat16 on tensor cores / MXUs), vendor figures,
+# by a substring of `jax.devices()[0].device_kind`; first match wins. JAX's default matmul
+# precision may run float32 through TF32 tensor cores on NVIDIA GPUs: a float32 row above 100%
+# of the CUDA-core figure says so.
+KNOWN_PEAKS = (("H200", 67.0, 989.0), ("H100 PCIe", 51.0, 756.0), ("H100", 67.0, 989.0),
+               ("A100", 19.5, 312.0), ("L4", 30.3, 121.0), ("TPU v5p", None, 459.0),
+               ("TPU v5 lite", None, 197.0), ("TPU v5e", None, 197.0), ("TPU v4", None, 275.0))
+
+
+def peaks(arg: str = "") -> dict:
+  """{'float32': TFLOP/s or None, 'bfloat16': ...} from --peak_tflops ('FP32,BF16' or one value
+  for both) or KNOWN_PEAKS."""
+  if arg:
+    values = [float(v) if v.strip() else None for v in arg.split(",")]
+    fp32, bf16 = (values * 2)[:2] if len(values) == 1 else values[:2]
+    return {"float32": fp32, "bfloat16": bf16}
+  kind = jax.devices()[0].device_kind
+  for name, fp32, bf16 in KNOWN_PEAKS:
+    if name.lower() in kind.lower():
+      return {"float32": fp32, "bfloat16": bf16}
+  return {"float32": None, "bfloat16": None}
+
+
+def throughput(flops: float, seconds: float, dtype: str, peak: dict) -> tuple[str, str]:
+  """('TFLOP/s', '% of peak') cells."""
+  if not (flops == flops and seconds > 0):
+    return "-", "-"
+  tflops = flops / seconds / 1e12
+  ref = peak.get(dtype)
+  return f"{tflops:.3g}", (f"{100 * tflops / ref:.1f}%" if ref else "-")
+
+
+def variant(name: str, conv_impl: str, compute_dtype: str) -> str:
+  """compare.py's variant string: the algorithm with the model options."""
+  return f"{name}[model.conv_impl={conv_impl},model.compute_dtype={compute_dtype}]"
 
 
 def timed_sweep(algorithm: str, seeds, rounds: int, clients: int, steps: int, batch: int,
-                shape) -> tuple[float, float]:
+                shape, conv_impl: str = "xla",
+                compute_dtype: str = "float32") -> tuple[float, float]:
   """(compile s, total s for `rounds` rounds) of one algorithm's seeds as one program."""
-  model = get_model("mcmahan_cnn", 10)
-  apply_fn = lambda p, x: model.apply({"params": p}, x)
+  model = get_model("mcmahan_cnn", 10,
+                    **({"conv_impl": conv_impl} if conv_impl != "xla" else {}))
+  apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x),
+                                resolve_compute_dtype(compute_dtype))
   alg = build_algorithm(compare.configure_variant(base_config(), algorithm, 0), apply_fn)
   rng = np.random.default_rng(0)
   pool = 10 * clients * batch
@@ -232,6 +280,12 @@ def main(argv=None):
                            "rounds, OK / FAILED per row; exit status 1 if any failed")
   parser.add_argument("--algorithms", default="",
                       help="--check: these algorithms only (comma-separated; default: all)")
+  parser.add_argument("--conv_impl", default="xla", choices=CONV_IMPLS,
+                      help="model.conv_impl of the per-algorithm, 100-client and sweep rows")
+  parser.add_argument("--compute_dtype", default="float32",
+                      help="model.compute_dtype of those rows: float32 | bfloat16 | auto")
+  parser.add_argument("--peak_tflops", default="",
+                      help="FP32,BF16 peak TFLOP/s of this device (default: KNOWN_PEAKS)")
   parser.add_argument("--strategies", default="",
                       help="--check: these of auto," + ",".join(CHECK_STRATEGIES) +
                            " only (default: all)")
@@ -250,36 +304,60 @@ def main(argv=None):
   print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), jax "
         f"{jax.__version__}; McMahan CNN {'x'.join(map(str, shape))}, {clients} clients x "
         f"{steps} steps x batch {batch} per round{' (--small)' if args.small else ''}\n")
-  print("| what | s / round | compile s | note |")
-  print("|---|---|---|---|", flush=True)
+  peak = peaks(args.peak_tflops)
+  print(f"peak TFLOP/s: float32 {peak['float32'] or '-'}, bfloat16 {peak['bfloat16'] or '-'} "
+        f"({'--peak_tflops' if args.peak_tflops else 'KNOWN_PEAKS'}); FLOPs: XLA cost "
+        f"analysis of one local step x the round's steps\n")
+  print("| what | s / round | compile s | TFLOP/s | % of peak | note |")
+  print("|---|---|---|---|---|---|", flush=True)
 
-  def row(name, per_round, compile_s, note):
-    print(f"| {name} | {per_round:.4f} | {compile_s:.1f} | {note} |", flush=True)
+  def row(name, per_round, compile_s, note, flops=float("nan"), dtype="float32"):
+    tf, pct = throughput(flops, per_round, dtype, peak)
+    print(f"| {name} | {per_round:.4f} | {compile_s:.1f} | {tf} | {pct} | {note} |", flush=True)
 
+  def timed(name, strategy, n_clients, conv_impl, dtype):
+    cost = argparse.Namespace(clients=n_clients, steps=steps, batch=batch, chunk=5, unroll=5,
+                              model="mcmahan_cnn")
+    return round_time._Timed(variant(name, conv_impl, dtype), strategy, cost, shape)  # pylint: disable=protected-access
+
+  def median_round(t):
+    return statistics.median(t.round() for _ in range(rounds))
+
+  # 1. conv_impl x compute_dtype x strategy (FedAvg); --small: two corners of the grid.
+  grid = ([("xla", "float32"), ("matmul", "bfloat16")] if args.small else
+          [(c, d) for c in CONV_IMPLS for d in COMPUTE_DTYPES])
   for strategy in strategies:
-    c, r = round_time.time_strategy(strategy, clients, steps, batch, rounds, 5, 5,
-                                    shape=shape)
-    row(f"strategy {strategy}, FedAvg", r, c, "")
-  cost = argparse.Namespace(clients=clients, steps=steps, batch=batch, chunk=5, unroll=5,
-                            model="mcmahan_cnn")
-  timed = {name: round_time._Timed(name, "vmap/rolled", cost, shape)  # pylint: disable=protected-access
-           for name in cost_algorithms}
+    for conv_impl, dtype in grid:
+      t = timed("fedavg", strategy, clients, conv_impl, dtype)
+      row(f"FedAvg {strategy}, conv {conv_impl}, {dtype}", median_round(t), t.compile_s, "",
+          t.flops, dtype)
+      del t
+  # 2. Cost per algorithm, interleaved, vmap/rolled with --conv_impl / --compute_dtype.
+  ci, dt = args.conv_impl, resolve_compute_dtype(args.compute_dtype)
+  timers = {name: timed(name, "vmap/rolled", clients, ci, dt) for name in cost_algorithms}
   times = {name: [] for name in cost_algorithms}
   for _ in range(rounds):
     for name in cost_algorithms:
-      times[name].append(timed[name].round())
+      times[name].append(timers[name].round())
   base = statistics.median(times["fedavg"])
+  flops = {name: timers[name].flops for name in cost_algorithms}
   for name in cost_algorithms:
     med = statistics.median(times[name])
-    row(f"{name}, vmap/rolled", med, timed[name].compile_s, f"{med / base:.2f}x FedAvg")
-  c, r = round_time.time_strategy("vmap/rolled", big, steps, batch, rounds, 5, 5, shape=shape)
-  row(f"{big} clients per round, vmap/rolled, FedAvg", r, c, "")
+    row(f"{name}, vmap/rolled, conv {ci}, {dt}", med, timers[name].compile_s,
+        f"{med / base:.2f}x FedAvg", flops[name], dt)
+  del timers
+  # 3. 100 clients per round.
+  t = timed("fedavg", "vmap/rolled", big, ci, dt)
+  row(f"{big} clients per round, vmap/rolled, conv {ci}, {dt}, FedAvg", median_round(t),
+      t.compile_s, "", t.flops, dt)
+  del t
+  # 4. Sweeps: each algorithm's 3 seeds as one program.
   total = 0.0
   for name in sweep_algorithms:
-    c, s = timed_sweep(name, (0, 1, 2), sweep_rounds, clients, steps, batch, shape)
-    total += s
-    row(f"sweep {name}: 3 seeds x {sweep_rounds} rounds, one program", s / sweep_rounds, c,
-        f"{s:.1f} s in all")
+    c, secs = timed_sweep(name, (0, 1, 2), sweep_rounds, clients, steps, batch, shape, ci, dt)
+    total += secs
+    row(f"sweep {name}: 3 seeds x {sweep_rounds} rounds, one program, conv {ci}, {dt}",
+        secs / sweep_rounds, c, f"{secs:.1f} s in all", 3 * flops.get(name, float("nan")), dt)
   row(f"sweep 3 seeds x {len(sweep_algorithms)} algorithms x {sweep_rounds} rounds",
       float("nan"), float("nan"), f"{total:.1f} s ({total / 60:.2f} min)")
 

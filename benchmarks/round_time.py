@@ -32,6 +32,7 @@ import numpy as np
 from fedjax_sharp.algorithms import build_algorithm
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
 from fedjax_sharp.models import get_model, in_pieces, init_params
+from fedjax_sharp.models.registry import resolve_compute_dtype, with_compute_dtype
 from fedjax_sharp.training.config import base_config
 
 ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vmap/unrolled",
@@ -39,9 +40,10 @@ ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vma
 
 
 def time_strategy(strategy: str, clients: int, steps: int, batch: int, rounds: int, chunk: int,
-                  unroll: int, algorithm: str = "fedavg", shape=(32, 32, 3)):
+                  unroll: int, algorithm: str = "fedavg", shape=(32, 32, 3),
+                  conv_impl: str = "xla"):
   client_strategy, local_loop = strategy.split("/")
-  model = get_model("mcmahan_cnn", 10)
+  model = get_model("mcmahan_cnn", 10, conv_impl=conv_impl)
   params = init_params(model, jax.random.key(0), shape)
   apply_fn = lambda p, x: model.apply({"params": p}, x)
   config = base_config()
@@ -92,6 +94,8 @@ def main():
                            "'all' for every registered one, FedAvg first) with the backend's "
                            "default strategy, interleaved, relative to the first")
   parser.add_argument("--input", default="32x32x3", help="image shape, e.g. 28x28x1")
+  parser.add_argument("--conv_impls", default="xla",
+                      help="model.conv_impl values to time each strategy with, e.g. xla,matmul")
   parser.add_argument("--model", default="mcmahan_cnn",
                       help="model for --algorithms (strategies always time the McMahan CNN)")
   args = parser.parse_args()
@@ -101,17 +105,18 @@ def main():
 
   device = jax.devices()[0]
   print(f"backend: {jax.default_backend()} ({device.device_kind}), jax {jax.__version__}")
-  print(f"setting: FedAvg, McMahan CNN 32x32x3, {args.clients} clients x {args.steps} steps x "
-        f"batch {args.batch} = {args.clients * args.steps} client-steps per round\n")
-  header = (f"{'strategy (clients/local)':<26} {'compile s':>10} {'round s':>9} "
+  print(f"setting: FedAvg, McMahan CNN {args.input}, {args.clients} clients x {args.steps} "
+        f"steps x batch {args.batch} = {args.clients * args.steps} client-steps per round\n")
+  header = (f"{'strategy (clients/local)':<26} {'conv':>6} {'compile s':>10} {'round s':>9} "
             f"{'steps/s':>9} {'examples/s':>11}  note")
   print(header)
   print("-" * len(header))
   full_steps = args.clients * args.steps
-  for strategy in args.strategies.split(","):
+  for strategy, conv_impl in [(st, ci) for st in args.strategies.split(",")
+                              for ci in args.conv_impls.split(",")]:
     pc, ps = min(2, args.clients), min(5, args.steps)
     p_compile, p_round = time_strategy(strategy, pc, ps, args.batch, 1, min(args.chunk, pc),
-                                       args.unroll)
+                                       args.unroll, shape=shape, conv_impl=conv_impl)
     per_step = p_round / (pc * ps)
     predicted = per_step * full_steps
     note = ""
@@ -122,21 +127,45 @@ def main():
               f"(probe compile {p_compile:.1f} s, {per_step * 1e3:.1f} ms/client-step)")
     else:
       compile_s, round_s = time_strategy(strategy, args.clients, args.steps, args.batch,
-                                         args.rounds, args.chunk, args.unroll)
+                                         args.rounds, args.chunk, args.unroll, shape=shape,
+                                         conv_impl=conv_impl)
       mark = ""
     steps_s = full_steps / round_s
-    print(f"{strategy:<26} {compile_s:>10.1f} {mark + f'{round_s:.2f}':>9} "
+    print(f"{strategy:<26} {conv_impl:>6} {compile_s:>10.1f} {mark + f'{round_s:.2f}':>9} "
           f"{mark + f'{steps_s:.1f}':>9} {mark + f'{steps_s * args.batch:.0f}':>11}  {note}",
           flush=True)
 
 
 @functools.lru_cache(maxsize=None)
-def _initial(model_name: str, shape) -> tuple:
-  """(model, initial parameters), initialised once per model and input shape (each
+def _initial(model_name: str, shape, conv_impl: str = "xla") -> tuple:
+  """(model, initial parameters), initialised once per model, input shape and conv_impl (each
   `init_params` compiles the model's init: ~1 s on a CPU). Shared safely: `engine.init` copies
-  every leaf that aliases the parameters it is given, so the donating rounds never delete them."""
-  model = get_model(model_name, 10)
+  every leaf that aliases the parameters it is given, so the donating rounds never delete them.
+  The parameters do not depend on conv_impl (same names, shapes and initial values)."""
+  model = get_model(model_name, 10, **({"conv_impl": conv_impl} if conv_impl != "xla" else {}))
   return model, init_params(model, jax.random.key(0), shape)
+
+
+def flops_per_step(engine, server, table, data, cohort) -> float:
+  """FLOPs of one local step of the cohort's first client (forward, backward and the
+  algorithm's extra passes, e.g. SAM's second gradient or FedGMT's teacher forward), as XLA
+  counts them in the compiled program (`compiled.cost_analysis()['flops']`); the round's
+  training FLOPs are this times the real steps of the cohort (aggregation and the server update
+  are not counted: they are O(parameters), not O(examples))."""
+  from fedjax_sharp.core import tree  # pylint: disable=g-import-not-at-top
+  info = RoundInfo(jnp.int32(0), jnp.float32(0.01), engine.num_clients)
+  bcast, states, infos, round_key = engine._prepare(server, table, cohort, info,  # pylint: disable=protected-access
+                                                    jax.random.key(1))
+  idx, emask, smask = cohort.batch_idx[0], cohort.example_mask[0], cohort.step_mask[0]
+  local, metrics, client_key = engine._client_start(  # pylint: disable=protected-access
+      bcast, tree.index(states, 0), tree.index(infos, 0), info, data, idx[0], emask[0],
+      round_key)
+  compiled = jax.jit(engine._run_steps).lower(  # pylint: disable=protected-access
+      local, metrics, info, data, jnp.arange(1), idx[:1], emask[:1], smask[:1],
+      client_key).compile()
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float((cost or {}).get("flops", float("nan")))
 
 
 class _Timed:
@@ -145,10 +174,13 @@ class _Timed:
   def __init__(self, variant: str, strategy: str, args, shape):
     from fedjax_sharp.training import compare
     client_strategy, local_loop = strategy.split("/")
-    model, params = _initial(args.model, tuple(shape))
     config = compare.configure_variant(base_config(), variant, seed=0)
-    apply_fn = in_pieces(lambda p, x: model.apply({"params": p}, x),
-                         int(config.engine.micro_batch))   # e.g. 'fedavg[engine.micro_batch=16]'
+    # e.g. 'fedavg[model.conv_impl=matmul,model.compute_dtype=bfloat16]'
+    conv_impl = str(config.model.get("conv_impl", "xla"))
+    self.compute_dtype = resolve_compute_dtype(str(config.model.compute_dtype))
+    model, params = _initial(args.model, tuple(shape), conv_impl)
+    apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x), self.compute_dtype)
+    apply_fn = in_pieces(apply_fn, int(config.engine.micro_batch))  # 'fedavg[engine.micro_batch=16]'
     self.algorithm = build_algorithm(config, apply_fn)  # paper defaults of each block
     rng = np.random.default_rng(0)
     n = args.clients * args.steps * args.batch
@@ -162,7 +194,15 @@ class _Timed:
                               preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
     self.server, self.table = self.engine.init(params)
     self.clients, self.t = args.clients, 0
+    self.steps = int(np.asarray(self.cohort.step_mask).sum())
     self.compile_s = self.round()  # the first call compiles
+
+  @functools.cached_property
+  def flops(self) -> float:
+    """Training FLOPs of one round (`flops_per_step` x the cohort's real steps; compiles a
+    one-step program the first time)."""
+    return self.steps * flops_per_step(self.engine, self.server, self.table, self.data,
+                                       self.cohort)
 
   def round(self) -> float:
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@ gives the median of the timed rounds and the ratio ours / torch.
     pip install torch==2.13.0     # optional; never a dependency of the library
     python benchmarks/vs_torch.py                           # the CPU default strategy
     python benchmarks/vs_torch.py --host_chunks=1,8,25 --strategies=host/unrolled
+    python benchmarks/vs_torch.py --setting=small_batch --conv_impls=xla,matmul  # 50 x 5 x B 10
     python benchmarks/vs_torch.py --small                   # tiny shapes (CI; no torch needed)
 
 Without torch the PyTorch column is left out (and said so), so the script runs anywhere.
@@ -41,11 +42,12 @@ def synthetic(clients: int, steps: int, batch: int, shape, seed: int = 0):
   return x, y, np.array_split(np.arange(n), clients)
 
 
-def jax_round(x, y, parts, steps: int, batch: int, strategy: str, host_chunk: int):
+def jax_round(x, y, parts, steps: int, batch: int, strategy: str, host_chunk: int,
+              conv_impl: str = "xla"):
   """A callable running one FedAvg round of the library (blocks until done)."""
   client_strategy, local_loop = strategy.split("/")
   shape = x.shape[1:]
-  model = get_model("mcmahan_cnn", 10)
+  model = get_model("mcmahan_cnn", 10, conv_impl=conv_impl)
   apply_fn = lambda p, xb: model.apply({"params": p}, xb)
   config = base_config()
   config.algorithm.name = "fedavg"
@@ -125,9 +127,15 @@ def main():
   parser.add_argument("--strategies", default="host/unrolled",
                       help="comma-separated client_strategy/local_loop pairs for our side")
   parser.add_argument("--host_chunks", default="1", help="comma-separated engine.host_chunk")
+  parser.add_argument("--conv_impls", default="xla", help="comma-separated model.conv_impl")
+  parser.add_argument("--setting", default="", choices=("", "small_batch"),
+                      help="small_batch: 50 clients x 5 steps x batch 10 on 28x28x1 (pfl-research's "
+                           "benchmark cohort: many small clients, small batches)")
   parser.add_argument("--small", action="store_true",
                       help="2 clients x 3 steps x batch 8 on 16x16x3, one timed round (CI)")
   args = parser.parse_args()
+  if args.setting == "small_batch":
+    args.clients, args.steps, args.batch, args.input = 50, 5, 10, "28x28x1"
   if args.small:
     args.clients, args.steps, args.batch, args.input, args.rounds = 2, 3, 8, "16x16x3", 1
   shape = tuple(int(s) for s in args.input.split("x"))
@@ -136,8 +144,9 @@ def main():
   sides = {}
   for strategy in args.strategies.split(","):
     for chunk in (int(c) for c in args.host_chunks.split(",")):
-      sides[f"ours {strategy} host_chunk={chunk}"] = jax_round(x, y, parts, args.steps,
-                                                               args.batch, strategy, chunk)
+      for conv_impl in args.conv_impls.split(","):
+        sides[f"ours {strategy} host_chunk={chunk} conv={conv_impl}"] = jax_round(
+            x, y, parts, args.steps, args.batch, strategy, chunk, conv_impl)
   theirs = torch_round(x, y, parts, args.steps, args.batch)
   if theirs is not None:
     import torch  # pylint: disable=g-import-not-at-top

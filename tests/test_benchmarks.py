@@ -16,11 +16,28 @@ def test_accelerator_benchmark_runs_small_on_cpu():
   assert proc.returncode == 0, proc.stderr[-3000:]
   table = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
   names = [line.split("|")[1].strip() for line in table[1:]]
-  assert any(n.startswith("strategy vmap/rolled") for n in names)
+  assert "FedAvg vmap/rolled, conv xla, float32" in names
+  assert "FedAvg vmap/rolled, conv matmul, bfloat16" in names
+  first = table[2].split("|")
+  assert float(first[4]) > 0          # TFLOP/s from XLA's FLOP count (no peak known on a CPU)
   assert any(n.startswith("fedgmt") for n in names)
   assert any("clients per round" in n for n in names)
   assert any(n.startswith("sweep feddyn: 3 seeds") for n in names)
   assert names[-1].startswith("sweep 3 seeds x 2 algorithms")
+
+
+def test_hlo_ops_sweep_meets_the_client_axis_in_one_op(capsys):
+  """benchmarks/hlo_ops.py: a sweep of S experiments x C clients reaches the kernels as S*C
+  grouped convolutions ('xla') or dots batched over S x C ('matmul', no convolution at all)."""
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  import hlo_ops  # pylint: disable=g-import-not-at-top
+  hlo_ops.main(["--experiments=2", "--clients=3", "--steps=1", "--batch=2", "--input=8x8x1"])
+  rows = {tuple(c.strip() for c in line.split("|")[1:3]): line
+          for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+  assert "feature_groups=3" in rows[("round", "xla")]
+  assert "feature_groups=6" in rows[("sweep_round S=2", "xla")]
+  assert rows[("sweep_round S=2", "matmul")].split("|")[3].strip() == "0"   # no convolution
+  assert "'2x3'" in rows[("sweep_round S=2", "matmul")]
 
 
 def test_vs_torch_benchmark_runs_small():

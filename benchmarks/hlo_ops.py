@@ -1,0 +1,117 @@
+"""What a round and a sweep round reach the kernels as: the compiled program's operations.
+
+For FedAvg on the McMahan CNN (vmap over clients, rolled local loop), compiles one round of C
+clients and one `sweep_round` of S experiments x C clients, with `model.conv_impl` 'xla' and
+'matmul', and counts in the optimised HLO (`compiled.as_text()`, this backend) the convolutions
+(with their `feature_group_count` / `batch_group_count`: C or S*C groups = per-client weights
+run as one grouped convolution), the dot products (with their batch dimensions: a batched GEMM
+over C or S*C clients) and the while loops. Issue 36, item 2: the experiment axis of a sweep
+and the client axis meet in the same operation (S*C groups or batch S x C), not as S rounds in
+a row.
+
+    python benchmarks/hlo_ops.py                       # S = 3, C = 10, small shapes
+    python benchmarks/hlo_ops.py --experiments=3 --clients=10 --input=32x32x3
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp.algorithms import build_algorithm
+from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData, tree
+from fedjax_sharp.models import get_model, init_params
+from fedjax_sharp.training.config import base_config
+
+_OP = re.compile(r"=.*?\s(convolution|dot|while)\(")
+
+
+def op_summary(hlo: str) -> dict:
+  """Counts of convolution / dot / while ops in HLO text, with the conv group counts and the
+  dots' batch dimension sizes."""
+  counts = collections.Counter()
+  groups, dot_batches = collections.Counter(), collections.Counter()
+  for line in hlo.splitlines():
+    m = _OP.search(line)
+    if not m:
+      continue
+    kind = m.group(1)
+    counts[kind] += 1
+    if kind == "convolution":
+      g = re.search(r"feature_group_count=(\d+)", line)
+      b = re.search(r"batch_group_count=(\d+)", line)
+      groups[f"feature_groups={g.group(1) if g else 1}"
+             + (f",batch_groups={b.group(1)}" if b else "")] += 1
+    if kind == "dot":
+      dims = re.search(r"lhs_batch_dims=\{([\d,]*)\}", line)
+      shape = re.search(r"=\s*\w+\[([\d,]*)\]", line)
+      if dims and dims.group(1) and shape:
+        sizes = [int(v) for v in shape.group(1).split(",")]
+        batch = [sizes[i] for i in range(len(dims.group(1).split(",")))]
+        dot_batches["x".join(map(str, batch))] += 1
+      else:
+        dot_batches["none"] += 1
+  return {"convolution": counts["convolution"], "conv groups": dict(groups),
+          "dot": counts["dot"], "dot batch dims": dict(dot_batches), "while": counts["while"]}
+
+
+def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: int, shape):
+  """(round HLO, sweep HLO) of FedAvg with `conv_impl`."""
+  model = get_model("mcmahan_cnn", 10, **({"conv_impl": conv_impl} if conv_impl != "xla" else {}))
+  apply_fn = lambda p, x: model.apply({"params": p}, x)
+  config = base_config()
+  config.algorithm.name = "fedavg"
+  alg = build_algorithm(config, apply_fn)
+  rng = np.random.default_rng(0)
+  n = clients * steps * batch
+  data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),
+                   jnp.asarray(rng.integers(0, 10, n).astype(np.int32)))
+  parts = np.array_split(np.arange(n), clients)
+  engine = RoundEngine(alg, clients, ExecutionConfig("vmap", local_loop="rolled"),
+                       preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
+  params = init_params(model, jax.random.key(0), shape)
+  server, table = engine.init(params)
+  samplers = [CohortSampler(parts, clients, batch, local_steps=steps, seed=s)
+              for s in range(experiments)]
+  info = RoundInfo(jnp.int32(0), jnp.float32(0.01), clients)
+  one = engine._jit_round.lower(server, table, data, samplers[0].build(0), info,  # pylint: disable=protected-access
+                                jax.random.key(0)).compile().as_text()
+  states = [engine.init(params) for _ in range(experiments)]
+  servers, tables = tree.stack([s for s, _ in states]), tree.stack([t for _, t in states])
+  cohorts = tree.stack([s.build(0) for s in samplers])
+  keys = jnp.stack([jax.random.key(s) for s in range(experiments)])
+  rates = jnp.full((experiments,), 0.01, jnp.float32)
+  sweep = RoundEngine._jit_sweep.lower(engine, servers, tables, data, cohorts, jnp.int32(0),  # pylint: disable=protected-access
+                                       rates, keys, {}).compile().as_text()
+  return one, sweep
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--experiments", type=int, default=3)
+  parser.add_argument("--clients", type=int, default=10)
+  parser.add_argument("--steps", type=int, default=2)
+  parser.add_argument("--batch", type=int, default=4)
+  parser.add_argument("--input", default="16x16x3")
+  args = parser.parse_args(argv)
+  shape = tuple(int(v) for v in args.input.split("x"))
+  print(f"backend: {jax.default_backend()}, jax {jax.__version__}; FedAvg, McMahan CNN "
+        f"{args.input}, vmap/rolled, C = {args.clients} clients, S = {args.experiments} "
+        f"experiments (sweep_round)\n")
+  print("| program | conv_impl | convolutions (groups) | dots (batch dims) | while loops |")
+  print("|---|---|---|---|---|", flush=True)
+  for conv_impl in ("xla", "matmul"):
+    one, sweep = programs(conv_impl, args.experiments, args.clients, args.steps, args.batch,
+                          shape)
+    for label, hlo in (("round", one), (f"sweep_round S={args.experiments}", sweep)):
+      s = op_summary(hlo)
+      print(f"| {label} | {conv_impl} | {s['convolution']} {s['conv groups'] or ''} | "
+            f"{s['dot']} {s['dot batch dims']} | {s['while']} |", flush=True)
+
+
+if __name__ == "__main__":
+  main()
