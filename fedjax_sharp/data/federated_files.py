@@ -452,6 +452,19 @@ def _feature_values(feature, what: str) -> np.ndarray:
   raise DataError(f"{what}: feature of kind {kind!r}, expected a float or int64 list")
 
 
+def open_examples_table(path: str) -> sqlite3.Connection:
+  """A read-only connection to a TFF SQLite file whose `examples(split_name, client_id,
+  serialized_example_proto)` table is checked (`DataError` naming the file otherwise)."""
+  con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+  cols = {r[1] for r in con.execute("PRAGMA table_info(examples)")}
+  need = {"split_name", "client_id", "serialized_example_proto"}
+  if not need <= cols:
+    con.close()
+    raise DataError(f"{path}: no table 'examples' with columns {sorted(need)} (found "
+                    f"{sorted(cols) or 'no such table'})")
+  return con
+
+
 def load_federated_sqlite(path: str, name: str | None = None,
                           num_classes: int | None = None, invert: bool = True,
                           pixels_key: str = "pixels", label_key: str = "label",
@@ -470,13 +483,8 @@ def load_federated_sqlite(path: str, name: str | None = None,
   name = name or "federated_emnist"
   raw: dict[str, dict[str, tuple[list, list]]] = {train_split: {}, test_split: {}}
   try:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = open_examples_table(path)
     try:
-      cols = {r[1] for r in con.execute("PRAGMA table_info(examples)")}
-      need = {"split_name", "client_id", "serialized_example_proto"}
-      if not need <= cols:
-        raise DataError(f"{path}: no table 'examples' with columns {sorted(need)} (found "
-                        f"{sorted(cols) or 'no such table'})")
       rows = con.execute("SELECT split_name, client_id, serialized_example_proto FROM examples "
                          "WHERE split_name IN (?, ?) ORDER BY rowid", (train_split, test_split))
       for split, cid, blob in rows:

@@ -102,6 +102,7 @@ from fedjax_sharp.data.federated_files import _cfg
 from fedjax_sharp.data.federated_files import _example_pb2
 from fedjax_sharp.data.federated_files import _pixels_to_uint8
 from fedjax_sharp.data.federated_files import _sort_key
+from fedjax_sharp.data.federated_files import open_examples_table
 from fedjax_sharp.data.federated_files import resolve_path
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
@@ -241,20 +242,8 @@ def save_lm_vocabulary(path: str, vocabulary: LMVocabulary) -> None:
 
 def load_lm_vocabulary(path: str) -> LMVocabulary:
   """Reads a file written by `save_lm_vocabulary` (or `text.save_vocabulary`)."""
-  if not os.path.isfile(path):
-    raise DataError(f"vocabulary file {path!r} does not exist")
-  try:
-    with open(path, "rb") as f:
-      obj = json.loads(f.read().decode("utf-8"))
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise DataError(f"{path}: not a readable vocabulary JSON file ({type(e).__name__}: {e})"
-                    ) from None
-  if not isinstance(obj, dict) or obj.get("format") != VOCAB_FORMAT:
-    raise DataError(f"{path}: not a language-model vocabulary (expected a JSON object with "
-                    f"\"format\": {VOCAB_FORMAT!r})")
-  if obj.get("version") != VOCAB_VERSION:
-    raise DataError(f"{path}: vocabulary version {obj.get('version')!r} is not supported "
-                    f"(expected {VOCAB_VERSION})")
+  obj = text_lib.read_vocabulary_json(path, VOCAB_FORMAT, VOCAB_VERSION,
+                                      "a language-model vocabulary")
   tokens = obj.get("tokens")
   if (not isinstance(tokens, list) or len(tokens) < 5 or not all(isinstance(t, str)
                                                                   for t in tokens)
@@ -532,13 +521,8 @@ def _read_tff_bytes_feature(path: str, splits: dict, feature: str,
   by_name = {split: key for key, split in splits.items()}
   out: dict = {key: {} for key in splits}
   try:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = open_examples_table(path)
     try:
-      cols = {r[1] for r in con.execute("PRAGMA table_info(examples)")}
-      need = {"split_name", "client_id", "serialized_example_proto"}
-      if not need <= cols:
-        raise DataError(f"{path}: no table 'examples' with columns {sorted(need)} (found "
-                        f"{sorted(cols) or 'no such table'})")
       names = list(by_name)
       query = ("SELECT split_name, client_id, serialized_example_proto FROM examples WHERE "
                f"split_name IN ({', '.join('?' * len(names))})")
@@ -699,7 +683,8 @@ def load_tff_stackoverflow(path: str, vocab_size: int = STACKOVERFLOW_NUM_WORDS,
       training split read (`count_by`), ties alphabetical.
     vocabulary: an `LMVocabulary` (or the path of a saved one) to reuse; overrides both.
     max_length: L, the sequence length (fedjax / TFF: 20).
-    train_split, test_split: split names ('train', 'heldout', 'test').
+    train_split: the training split's name ('train').
+    test_split: the evaluation split's name ('test'; TFF also has 'heldout').
     clients: read only these client ids (default all; the full file holds 342k training
       clients and 135M posts, far more than host memory as [n, 20] int32 arrays).
     count_by: 'clients' (TFF's definition) or 'tokens'.

@@ -151,8 +151,9 @@ def save_vocabulary(path: str, vocabulary: Vocabulary) -> None:
   atomic_write_bytes(path, payload)
 
 
-def load_vocabulary(path: str) -> Vocabulary:
-  """Reads a file written by `save_vocabulary`; every problem names the file."""
+def read_vocabulary_json(path: str, file_format: str, version: int, what: str) -> dict:
+  """The JSON object of a vocabulary file, its "format" and "version" checked; every problem
+  is one `DataError` naming the file."""
   if not os.path.isfile(path):
     raise DataError(f"vocabulary file {path!r} does not exist")
   try:
@@ -161,12 +162,18 @@ def load_vocabulary(path: str) -> Vocabulary:
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     raise DataError(f"{path}: not a readable vocabulary JSON file ({type(e).__name__}: {e})"
                     ) from None
-  if not isinstance(obj, dict) or obj.get("format") != FORMAT:
-    raise DataError(f"{path}: not a fedjax_sharp vocabulary (expected a JSON object with "
-                    f"\"format\": {FORMAT!r})")
-  if obj.get("version") != VERSION:
+  if not isinstance(obj, dict) or obj.get("format") != file_format:
+    raise DataError(f"{path}: not {what} (expected a JSON object with "
+                    f"\"format\": {file_format!r})")
+  if obj.get("version") != version:
     raise DataError(f"{path}: vocabulary version {obj.get('version')!r} is not supported "
-                    f"(expected {VERSION})")
+                    f"(expected {version})")
+  return obj
+
+
+def load_vocabulary(path: str) -> Vocabulary:
+  """Reads a file written by `save_vocabulary`; every problem names the file."""
+  obj = read_vocabulary_json(path, FORMAT, VERSION, "a fedjax_sharp vocabulary")
   if obj.get("tokenizer", TOKENIZER) != TOKENIZER:
     raise DataError(f"{path}: tokenizer {obj.get('tokenizer')!r} is not {TOKENIZER!r}")
   tokens = obj.get("tokens")
