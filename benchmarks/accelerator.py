@@ -113,7 +113,7 @@ def timed_sweep(algorithm: str, seeds, rounds: int, clients: int, steps: int, ba
                 compute_dtype: str = "float32") -> tuple[float, float]:
   """(compile s, total s for `rounds` rounds) of one algorithm's seeds as one program."""
   model = get_model("mcmahan_cnn", 10,
-                    **({"conv_impl": conv_impl} if conv_impl != "xla" else {}))
+                    conv_impl=conv_impl)
   apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x),
                                 resolve_compute_dtype(compute_dtype))
   alg = build_algorithm(compare.configure_variant(base_config(), algorithm, 0), apply_fn)

@@ -61,7 +61,7 @@ def op_summary(hlo: str) -> dict:
 
 def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: int, shape):
   """(round HLO, sweep HLO) of FedAvg with `conv_impl`."""
-  model = get_model("mcmahan_cnn", 10, **({"conv_impl": conv_impl} if conv_impl != "xla" else {}))
+  model = get_model("mcmahan_cnn", 10, conv_impl=conv_impl)
   apply_fn = lambda p, x: model.apply({"params": p}, x)
   config = base_config()
   config.algorithm.name = "fedavg"

@@ -142,7 +142,7 @@ def _initial(model_name: str, shape, conv_impl: str = "xla") -> tuple:
   `init_params` compiles the model's init: ~1 s on a CPU). Shared safely: `engine.init` copies
   every leaf that aliases the parameters it is given, so the donating rounds never delete them.
   The parameters do not depend on conv_impl (same names, shapes and initial values)."""
-  model = get_model(model_name, 10, **({"conv_impl": conv_impl} if conv_impl != "xla" else {}))
+  model = get_model(model_name, 10, conv_impl=conv_impl)
   return model, init_params(model, jax.random.key(0), shape)
 
 

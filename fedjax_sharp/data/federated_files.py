@@ -321,6 +321,30 @@ def _pixels_to_uint8(pixels: np.ndarray, invert: bool, what: str) -> np.ndarray:
   return q
 
 
+def client_rows(train: dict, test: dict, client_ids: list) -> tuple[tuple, tuple]:
+  """The per-client arrays of a natural partition laid end to end, for each split:
+  ((xs, ys, index arrays) of `train` in `client_ids` order, (xs, ys, index arrays) of `test`:
+  each client's test rows aligned with it (empty if it has none), the rows of test-only clients
+  after them, owned by no client). {client_id: (x, y)} -> lists to concatenate."""
+  xs, ys, train_clients, start = [], [], [], 0
+  for cid in client_ids:
+    x, y = train[cid]
+    xs.append(x)
+    ys.append(y)
+    train_clients.append(np.arange(start, start + len(y)))
+    start += len(y)
+  txs, tys, test_clients, start = [], [], {}, 0
+  for cid in client_ids + [c for c in _sort_key(test.keys()) if c not in train]:
+    if cid in test:
+      x, y = test[cid]
+      txs.append(x)
+      tys.append(y)
+      test_clients[cid] = np.arange(start, start + len(y))
+      start += len(y)
+  return ((xs, ys, train_clients),
+          (txs, tys, [test_clients.get(c, np.zeros(0, np.int64)) for c in client_ids]))
+
+
 def _assemble_federated(name: str, per_split: dict, num_classes: int | None,
                         where: str) -> ArrayDataset:
   """per_split[split] = {client_id: (uint8 images, int labels)} -> dataset + natural clients."""
@@ -330,23 +354,7 @@ def _assemble_federated(name: str, per_split: dict, num_classes: int | None,
   if not test:
     raise DataError(f"{where}: no test examples")
   client_ids = [c for c in _sort_key(train.keys()) if len(train[c][1])]
-  xs, ys, train_clients, start = [], [], [], 0
-  for cid in client_ids:
-    x, y = train[cid]
-    xs.append(x)
-    ys.append(y)
-    train_clients.append(np.arange(start, start + len(y)))
-    start += len(y)
-  test_order = client_ids + [c for c in _sort_key(test.keys()) if c not in train]
-  txs, tys, test_clients, start = [], [], {}, 0
-  for cid in test_order:
-    if cid not in test:
-      continue
-    x, y = test[cid]
-    txs.append(x)
-    tys.append(y)
-    test_clients[cid] = np.arange(start, start + len(y))
-    start += len(y)
+  (xs, ys, train_clients), (txs, tys, test_clients) = client_rows(train, test, client_ids)
   shapes = {x.shape[1:] for x in xs + txs}
   if len(shapes) != 1:
     raise DataError(f"{where}: clients' images differ in shape: {sorted(shapes)[:4]}")
@@ -359,8 +367,7 @@ def _assemble_federated(name: str, per_split: dict, num_classes: int | None,
     return make_dataset(
         name, np.concatenate(xs), y_train, np.concatenate(txs), y_test,
         num_classes=num_classes, train_clients=train_clients,
-        test_clients=[test_clients.get(c, np.zeros(0, np.int64)) for c in client_ids],
-        client_ids=tuple(client_ids))
+        test_clients=test_clients, client_ids=tuple(client_ids))
   except ValueError as e:
     raise DataError(f"{where}: {e}") from None
 

@@ -102,6 +102,7 @@ from fedjax_sharp.data.federated_files import _cfg
 from fedjax_sharp.data.federated_files import _example_pb2
 from fedjax_sharp.data.federated_files import _pixels_to_uint8
 from fedjax_sharp.data.federated_files import _sort_key
+from fedjax_sharp.data.federated_files import client_rows
 from fedjax_sharp.data.federated_files import open_examples_table
 from fedjax_sharp.data.federated_files import resolve_path
 from fedjax_sharp.data.types import ArrayDataset
@@ -322,21 +323,7 @@ def _assemble_tokens(name: str, per_split: dict, vocabulary, num_classes: int,
   """
   train, test = per_split["train"], per_split["test"]
   client_ids = _sort_key(train.keys())
-  xs, ys, train_clients, start = [], [], [], 0
-  for cid in client_ids:
-    x, y = train[cid]
-    xs.append(x)
-    ys.append(y)
-    train_clients.append(np.arange(start, start + len(x)))
-    start += len(x)
-  txs, tys, test_clients, start = [], [], {}, 0
-  for cid in client_ids + [c for c in _sort_key(test.keys()) if c not in train]:
-    if cid in test:
-      x, y = test[cid]
-      txs.append(x)
-      tys.append(y)
-      test_clients[cid] = np.arange(start, start + len(x))
-      start += len(x)
+  (xs, ys, train_clients), (txs, tys, test_clients) = client_rows(train, test, client_ids)
   orphans = sum(len(test[c][0]) for c in test if c not in train)
   if orphans:
     _log.info("%s: %d test examples belong to clients without training data (kept in "
@@ -345,8 +332,7 @@ def _assemble_tokens(name: str, per_split: dict, vocabulary, num_classes: int,
     return TokenDataset(
         name=name, x_train=np.concatenate(xs), y_train=np.concatenate(ys),
         x_test=np.concatenate(txs), y_test=np.concatenate(tys), num_classes=num_classes,
-        vocabulary=vocabulary, train_clients=train_clients,
-        test_clients=[test_clients.get(c, np.zeros(0, np.int64)) for c in client_ids],
+        vocabulary=vocabulary, train_clients=train_clients, test_clients=test_clients,
         client_ids=tuple(client_ids), label_mode=label_mode)
   except ValueError as e:
     raise DataError(f"{where}: {e}") from None
