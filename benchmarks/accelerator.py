@@ -7,17 +7,26 @@ CIFAR-10 CNN setting of the FedGMT paper on synthetic data (McMahan CNN 32x32x3,
   3. a 100-client round (vmap/rolled),
   4. a sweep: 3 seeds x 4 algorithms x --sweep_rounds rounds, each algorithm's 3 seeds as one
      compiled program (`RoundEngine.sweep_round`, own cohorts and keys per seed).
-Each row is printed as soon as it is measured, with its achieved TFLOP/s and the percentage of
-the device's peak. FLOPs: XLA's own count of one compiled local step
-(`compiled.cost_analysis()['flops']`: forward, backward and each algorithm's extra passes) times
-the round's real steps (`round_time.flops_per_step`); aggregation and server updates (O(params))
-are not counted. Peak: `--peak_tflops=FP32,BF16` (TFLOP/s), else the table KNOWN_PEAKS of
+  5. --big: bigger models with the default settings, same round shape: ResNet-18 GN (the
+     FedGloSS CIFAR stem; the FL-SAM authors' ImageNet stem, the row to compare with their
+     PyTorch round) and VGG-11 GN, 100 classes (FedGloSS's CIFAR-100 setting).
+Row 0 is the round a user gets who changes nothing ('auto' strategy, dtype and conv_impl,
+resolved for this backend: core/backends.py). Each row is printed as soon as it is measured,
+with its achieved TFLOP/s and the percentage of the device's peak. FLOPs: XLA's HLO cost
+analysis of one *lowered* local step (before any backend pass, so the same count on every
+backend; forward, backward and each algorithm's extra passes) times the round's real steps
+(`round_time.flops_per_step`); aggregation and server updates (O(params)) are not counted.
+(The GPU's compiled program hands convolutions to cuDNN as custom calls, which its compiled cost
+analysis leaves out.) Peak: `--peak_tflops=FP32,BF16` (TFLOP/s), else the table KNOWN_PEAKS of
 dense vendor figures by device kind, else none. Rows 1 cover `model.conv_impl` (xla | matmul)
-x `model.compute_dtype` (float32 | bfloat16) x strategy; the later sections use --conv_impl and
---compute_dtype (default: the library defaults).
+x `model.compute_dtype` (float32 | bfloat16) x strategy; the later sections use --strategy,
+--conv_impl and --compute_dtype (default: 'auto', the library defaults). --xla_flags appends
+to XLA_FLAGS before JAX starts its backend (e.g. command buffers:
+--xla_flags=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL).
 
     python benchmarks/accelerator.py                 # on a GPU / TPU (targets: BUILD_NOTES.md)
     python benchmarks/accelerator.py --conv_impl=matmul --compute_dtype=bfloat16
+    python benchmarks/accelerator.py --big --sweep_rounds=20
     python benchmarks/accelerator.py --small         # tiny shapes: runs anywhere in seconds (CI)
 
 --check, the backend smoke check: every registered algorithm (the classification registry
@@ -56,8 +65,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import round_time  # pylint: disable=g-import-not-at-top
 
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, TrainData, tree
+from fedjax_sharp.core.execution import Footprint
 from fedjax_sharp.models import get_model, init_params
-from fedjax_sharp.models.registry import resolve_compute_dtype, with_compute_dtype
+from fedjax_sharp.models.registry import (resolve_compute_dtype, resolve_conv_impl,
+                                          with_compute_dtype)
 from fedjax_sharp.training import compare
 from fedjax_sharp.training.config import base_config
 from fedjax_sharp.algorithms import build_algorithm
@@ -103,15 +114,14 @@ def throughput(flops: float, seconds: float, dtype: str, peak: dict) -> tuple[st
   return f"{tflops:.3g}", (f"{100 * tflops / ref:.1f}%" if ref else "-")
 
 
-def variant(name: str, conv_impl: str, compute_dtype: str) -> str:
-  """compare.py's variant string: the algorithm with the model options."""
-  return f"{name}[model.conv_impl={conv_impl},model.compute_dtype={compute_dtype}]"
+variant = round_time.variant
 
 
 def timed_sweep(algorithm: str, seeds, rounds: int, clients: int, steps: int, batch: int,
-                shape, conv_impl: str = "xla",
-                compute_dtype: str = "float32") -> tuple[float, float]:
-  """(compile s, total s for `rounds` rounds) of one algorithm's seeds as one program."""
+                shape, conv_impl: str = "xla", compute_dtype: str = "float32",
+                strategy: str = "vmap/rolled") -> tuple[float, float]:
+  """(compile s, total s for `rounds` rounds) of one algorithm's seeds as one program (vmapped
+  over the seeds; `strategy` runs each seed's clients)."""
   model = get_model("mcmahan_cnn", 10,
                     conv_impl=conv_impl)
   apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x),
@@ -123,7 +133,8 @@ def timed_sweep(algorithm: str, seeds, rounds: int, clients: int, steps: int, ba
                    jnp.asarray(rng.integers(0, 10, pool).astype(np.int32)))
   parts = np.array_split(np.arange(pool), 10 * clients)     # 10x more clients than sampled
   samplers = [CohortSampler(parts, clients, batch, local_steps=steps, seed=s) for s in seeds]
-  engine = RoundEngine(alg, len(parts), ExecutionConfig("vmap", local_loop="rolled"),
+  client_strategy, local_loop = strategy.split("/")
+  engine = RoundEngine(alg, len(parts), ExecutionConfig(client_strategy, local_loop=local_loop),
                        preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
   states = [engine.init(init_params(model, jax.random.key(s), shape)) for s in seeds]
   servers, tables = tree.stack([s for s, _ in states]), tree.stack([t for _, t in states])
@@ -270,6 +281,22 @@ def check_main(args) -> None:
     sys.exit(1)
 
 
+BIG_MODELS = (("resnet18", "ResNet-18 GN, CIFAR stem (FedGloSS)", "fedavg"),
+              ("resnet18", "ResNet-18 GN, ImageNet stem (the FL-SAM authors' model)",
+               "fedavg[model.resnet18.stem=imagenet]"),
+              ("vgg11_gn", "VGG-11 GN", "fedavg"))
+
+
+def add_xla_flags(flags: str) -> None:
+  """Appends `flags` to XLA_FLAGS; only before JAX has started its backends (else an error)."""
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  if not flags:
+    return
+  if xla_bridge.backends_are_initialized():
+    raise SystemExit("--xla_flags: JAX's backends are already initialised")
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--small", action="store_true", help="tiny shapes (CI, CPU)")
@@ -280,34 +307,55 @@ def main(argv=None):
                            "rounds, OK / FAILED per row; exit status 1 if any failed")
   parser.add_argument("--algorithms", default="",
                       help="--check: these algorithms only (comma-separated; default: all)")
-  parser.add_argument("--conv_impl", default="xla", choices=CONV_IMPLS,
+  parser.add_argument("--strategy", default="auto/auto",
+                      help="client_strategy/local_loop of the per-algorithm, 100-client and "
+                           "--big rows (default: 'auto', resolved for this backend)")
+  parser.add_argument("--conv_impl", default="auto", choices=CONV_IMPLS + ("auto",),
                       help="model.conv_impl of the per-algorithm, 100-client and sweep rows")
-  parser.add_argument("--compute_dtype", default="float32",
+  parser.add_argument("--compute_dtype", default="auto",
                       help="model.compute_dtype of those rows: float32 | bfloat16 | auto")
   parser.add_argument("--peak_tflops", default="",
                       help="FP32,BF16 peak TFLOP/s of this device (default: KNOWN_PEAKS)")
   parser.add_argument("--strategies", default="",
                       help="--check: these of auto," + ",".join(CHECK_STRATEGIES) +
                            " only (default: all)")
+  parser.add_argument("--sections", default="0,1,2,3,4",
+                      help="which sections of the table to run (0 = the default settings row; "
+                           "5 = --big)")
+  parser.add_argument("--big", action="store_true",
+                      help="add section 5: ResNet-18 GN and VGG-11 GN rounds")
+  parser.add_argument("--xla_flags", default="",
+                      help="appended to XLA_FLAGS before JAX starts (e.g. "
+                           "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL)")
   args = parser.parse_args(argv)
+  add_xla_flags(args.xla_flags)
   if args.check:
     return check_main(args)
+  sections = {int(v) for v in args.sections.split(",") if v.strip()} | ({5} if args.big else set())
   strategies, cost_algorithms, sweep_algorithms = STRATEGIES, COST_ALGORITHMS, SWEEP_ALGORITHMS
+  big_models = BIG_MODELS
   if args.small:   # every kind of row, fewer of each (compile time dominates here)
     clients, steps, batch, shape, big = 2, 2, 4, (16, 16, 3), 4
     sweep_rounds, rounds = min(args.sweep_rounds, 3), 2
     strategies, cost_algorithms, sweep_algorithms = STRATEGIES[:1], COST_ALGORITHMS[:3:2], \
         SWEEP_ALGORITHMS[:2]
+    big_models = BIG_MODELS[1:2]
   else:
     clients, steps, batch, shape, big = 10, 50, 50, (32, 32, 3), 100
     sweep_rounds, rounds = args.sweep_rounds, args.rounds
+  auto = ExecutionConfig().resolved(footprint=Footprint(clients, 0, None))
+  default_strategy = f"{auto.client_strategy}/{auto.local_loop}"
+  default_dtype = resolve_compute_dtype("auto")
   print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), jax "
         f"{jax.__version__}; McMahan CNN {'x'.join(map(str, shape))}, {clients} clients x "
-        f"{steps} steps x batch {batch} per round{' (--small)' if args.small else ''}\n")
+        f"{steps} steps x batch {batch} per round{' (--small)' if args.small else ''}; "
+        f"defaults here: {default_strategy}, {default_dtype}, conv "
+        f"{resolve_conv_impl('auto', default_dtype, auto.client_strategy, clients=clients)}"
+        + (f"; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}" if args.xla_flags else "") + "\n")
   peak = peaks(args.peak_tflops)
   print(f"peak TFLOP/s: float32 {peak['float32'] or '-'}, bfloat16 {peak['bfloat16'] or '-'} "
-        f"({'--peak_tflops' if args.peak_tflops else 'KNOWN_PEAKS'}); FLOPs: XLA cost "
-        f"analysis of one local step x the round's steps\n")
+        f"({'--peak_tflops' if args.peak_tflops else 'KNOWN_PEAKS'}); FLOPs: XLA's cost "
+        f"analysis of one lowered local step x the round's steps\n")
   print("| what | s / round | compile s | TFLOP/s | % of peak | note |")
   print("|---|---|---|---|---|---|", flush=True)
 
@@ -315,51 +363,79 @@ def main(argv=None):
     tf, pct = throughput(flops, per_round, dtype, peak)
     print(f"| {name} | {per_round:.4f} | {compile_s:.1f} | {tf} | {pct} | {note} |", flush=True)
 
-  def timed(name, strategy, n_clients, conv_impl, dtype):
+  def timed(name, strategy, n_clients, conv_impl, dtype, model="mcmahan_cnn", num_classes=10):
     cost = argparse.Namespace(clients=n_clients, steps=steps, batch=batch, chunk=5, unroll=5,
-                              model="mcmahan_cnn")
+                              model=model, num_classes=num_classes)
     return round_time._Timed(variant(name, conv_impl, dtype), strategy, cost, shape)  # pylint: disable=protected-access
 
   def median_round(t):
     return statistics.median(t.round() for _ in range(rounds))
 
+  def label(t):
+    return f"{t.strategy}, conv {t.conv_impl}, {t.compute_dtype}"
+
+  # 0. What a user who changes nothing gets.
+  if 0 in sections:
+    t = timed("fedavg", "auto/auto", clients, "auto", "auto")
+    row(f"FedAvg, default settings ({label(t)})", median_round(t), t.compile_s, "'auto'",
+        t.flops, t.compute_dtype)
+    del t
   # 1. conv_impl x compute_dtype x strategy (FedAvg); --small: two corners of the grid.
   grid = ([("xla", "float32"), ("matmul", "bfloat16")] if args.small else
           [(c, d) for c in CONV_IMPLS for d in COMPUTE_DTYPES])
-  for strategy in strategies:
+  for strategy in strategies if 1 in sections else ():
     for conv_impl, dtype in grid:
       t = timed("fedavg", strategy, clients, conv_impl, dtype)
       row(f"FedAvg {strategy}, conv {conv_impl}, {dtype}", median_round(t), t.compile_s, "",
           t.flops, dtype)
       del t
-  # 2. Cost per algorithm, interleaved, vmap/rolled with --conv_impl / --compute_dtype.
-  ci, dt = args.conv_impl, resolve_compute_dtype(args.compute_dtype)
-  timers = {name: timed(name, "vmap/rolled", clients, ci, dt) for name in cost_algorithms}
-  times = {name: [] for name in cost_algorithms}
-  for _ in range(rounds):
+  # 2. Cost per algorithm, interleaved, with --strategy / --conv_impl / --compute_dtype.
+  flops = {}
+  if 2 in sections:
+    timers = {name: timed(name, args.strategy, clients, args.conv_impl, args.compute_dtype)
+              for name in cost_algorithms}
+    times = {name: [] for name in cost_algorithms}
+    for _ in range(rounds):
+      for name in cost_algorithms:
+        times[name].append(timers[name].round())
+    base = statistics.median(times["fedavg"])
+    flops = {name: timers[name].flops for name in cost_algorithms}
     for name in cost_algorithms:
-      times[name].append(timers[name].round())
-  base = statistics.median(times["fedavg"])
-  flops = {name: timers[name].flops for name in cost_algorithms}
-  for name in cost_algorithms:
-    med = statistics.median(times[name])
-    row(f"{name}, vmap/rolled, conv {ci}, {dt}", med, timers[name].compile_s,
-        f"{med / base:.2f}x FedAvg", flops[name], dt)
-  del timers
+      med = statistics.median(times[name])
+      row(f"{name}, {label(timers[name])}", med, timers[name].compile_s,
+          f"{med / base:.2f}x FedAvg", flops[name], timers[name].compute_dtype)
+    del timers
   # 3. 100 clients per round.
-  t = timed("fedavg", "vmap/rolled", big, ci, dt)
-  row(f"{big} clients per round, vmap/rolled, conv {ci}, {dt}, FedAvg", median_round(t),
-      t.compile_s, "", t.flops, dt)
-  del t
-  # 4. Sweeps: each algorithm's 3 seeds as one program.
-  total = 0.0
-  for name in sweep_algorithms:
-    c, secs = timed_sweep(name, (0, 1, 2), sweep_rounds, clients, steps, batch, shape, ci, dt)
-    total += secs
-    row(f"sweep {name}: 3 seeds x {sweep_rounds} rounds, one program, conv {ci}, {dt}",
-        secs / sweep_rounds, c, f"{secs:.1f} s in all", 3 * flops.get(name, float("nan")), dt)
-  row(f"sweep 3 seeds x {len(sweep_algorithms)} algorithms x {sweep_rounds} rounds",
-      float("nan"), float("nan"), f"{total:.1f} s ({total / 60:.2f} min)")
+  if 3 in sections:
+    t = timed("fedavg", args.strategy, big, args.conv_impl, args.compute_dtype)
+    row(f"{big} clients per round, {label(t)}, FedAvg", median_round(t), t.compile_s, "",
+        t.flops, t.compute_dtype)
+    del t
+  # 4. Sweeps: each algorithm's 3 seeds as one program (vmapped over the seeds; --strategy for
+  # the clients, a single-jit one: 'host' is the CPU's 'auto' and runs no sweep).
+  if 4 in sections:
+    resolved = ExecutionConfig(*args.strategy.split("/")[:1],
+                               local_loop=args.strategy.split("/")[1]).resolved(
+                                   footprint=Footprint(clients, 0, None))
+    st = (f"{resolved.client_strategy}/{resolved.local_loop}"
+          if resolved.client_strategy != "host" else "vmap/rolled")
+    dt = resolve_compute_dtype(args.compute_dtype)
+    ci = resolve_conv_impl(args.conv_impl, dt, st.split("/")[0], clients=clients)
+    total = 0.0
+    for name in sweep_algorithms:
+      c, secs = timed_sweep(name, (0, 1, 2), sweep_rounds, clients, steps, batch, shape, ci, dt,
+                            st)
+      total += secs
+      row(f"sweep {name}: 3 seeds x {sweep_rounds} rounds, one program, {st}, conv {ci}, {dt}",
+          secs / sweep_rounds, c, f"{secs:.1f} s in all", 3 * flops.get(name, float("nan")), dt)
+    row(f"sweep 3 seeds x {len(sweep_algorithms)} algorithms x {sweep_rounds} rounds",
+        float("nan"), float("nan"), f"{total:.1f} s ({total / 60:.2f} min)")
+  # 5. Bigger models, FedGloSS's CIFAR-100 setting (100 classes), the same round shape.
+  for model, what, name in big_models if 5 in sections else ():
+    t = timed(name, args.strategy, clients, args.conv_impl, args.compute_dtype, model, 100)
+    row(f"{what}, FedAvg, {label(t)}", median_round(t), t.compile_s, "", t.flops,
+        t.compute_dtype)
+    del t
 
 
 if __name__ == "__main__":

@@ -31,8 +31,10 @@ import numpy as np
 
 from fedjax_sharp.algorithms import build_algorithm
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
+from fedjax_sharp.core.execution import Footprint
 from fedjax_sharp.models import get_model, in_pieces, init_params
-from fedjax_sharp.models.registry import resolve_compute_dtype, with_compute_dtype
+from fedjax_sharp.models.registry import (resolve_compute_dtype, resolve_conv_impl,
+                                          with_compute_dtype)
 from fedjax_sharp.training.config import base_config
 
 ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vmap/unrolled",
@@ -137,21 +139,51 @@ def main():
 
 
 @functools.lru_cache(maxsize=None)
-def _initial(model_name: str, shape, conv_impl: str = "xla") -> tuple:
-  """(model, initial parameters), initialised once per model, input shape and conv_impl (each
-  `init_params` compiles the model's init: ~1 s on a CPU). Shared safely: `engine.init` copies
-  every leaf that aliases the parameters it is given, so the donating rounds never delete them.
-  The parameters do not depend on conv_impl (same names, shapes and initial values)."""
-  model = get_model(model_name, 10, conv_impl=conv_impl)
+def _initial(model_name: str, shape, conv_impl: str = "xla", num_classes: int = 10,
+             fields: tuple = ()) -> tuple:
+  """(model, initial parameters), initialised once per model, input shape, conv_impl, classes
+  and model fields (each `init_params` compiles the model's init: ~1 s on a CPU). Shared
+  safely: `engine.init` copies every leaf that aliases the parameters it is given, so the
+  donating rounds never delete them. The parameters do not depend on conv_impl (same names,
+  shapes and initial values)."""
+  model = get_model(model_name, num_classes, conv_impl=conv_impl, **dict(fields))
   return model, init_params(model, jax.random.key(0), shape)
+
+
+def lowered_flops(fn, *args) -> float:
+  """FLOPs of `jax.jit(fn)(*args)` as XLA's HLO cost analysis counts them in the *lowered*
+  program, before any backend pass: the same count on every backend. (The GPU's compiled
+  program hands convolutions to cuDNN as custom calls, which its compiled cost analysis does
+  not count: it read 7x low on an H100.) The program is lowered for the CPU, whatever the
+  default backend, because jax implements `Lowered.cost_analysis` only there (the GPU and TPU
+  plugins raise NotImplementedError); only shapes and dtypes of `args` are used. A loop body is
+  counted once."""
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  from jax._src.lib import _jax  # pylint: disable=g-import-not-at-top
+  specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), args)
+  lowered = jax.jit(fn).trace(*specs).lower(lowering_platforms=("cpu",))
+  # Lowered.cost_analysis asks the default backend's client, which on a GPU is a PJRT plugin
+  # without it: ask the CPU client for the same module.
+  module = lowered.compiler_ir("hlo").as_hlo_module()
+  cost = _jax.hlo_module_cost_analysis(xla_bridge.get_backend("cpu"), module)
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float((cost or {}).get("flops", float("nan")))
+
+
+def compiled_flops(fn, *args) -> float:
+  """The same count from the backend-compiled program (right on a CPU only; the check that
+  `lowered_flops` agrees with it there is a test)."""
+  cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float((cost or {}).get("flops", float("nan")))
 
 
 def flops_per_step(engine, server, table, data, cohort) -> float:
   """FLOPs of one local step of the cohort's first client (forward, backward and the
-  algorithm's extra passes, e.g. SAM's second gradient or FedGMT's teacher forward), as XLA
-  counts them in the compiled program (`compiled.cost_analysis()['flops']`); the round's
-  training FLOPs are this times the real steps of the cohort (aggregation and the server update
-  are not counted: they are O(parameters), not O(examples))."""
+  algorithm's extra passes, e.g. SAM's second gradient or FedGMT's teacher forward), counted in
+  the lowered program (`lowered_flops`); the round's training FLOPs are this times the real
+  steps of the cohort (aggregation and the server update are not counted: they are
+  O(parameters), not O(examples))."""
   from fedjax_sharp.core import tree  # pylint: disable=g-import-not-at-top
   info = RoundInfo(jnp.int32(0), jnp.float32(0.01), engine.num_clients)
   bcast, states, infos, round_key = engine._prepare(server, table, cohort, info,  # pylint: disable=protected-access
@@ -160,12 +192,17 @@ def flops_per_step(engine, server, table, data, cohort) -> float:
   local, metrics, client_key = engine._client_start(  # pylint: disable=protected-access
       bcast, tree.index(states, 0), tree.index(infos, 0), info, data, idx[0], emask[0],
       round_key)
-  compiled = jax.jit(engine._run_steps).lower(  # pylint: disable=protected-access
-      local, metrics, info, data, jnp.arange(1), idx[:1], emask[:1], smask[:1],
-      client_key).compile()
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float((cost or {}).get("flops", float("nan")))
+  return lowered_flops(engine._run_steps, local, metrics, info, data, jnp.arange(1),  # pylint: disable=protected-access
+                       idx[:1], emask[:1], smask[:1], client_key)
+
+
+def variant(name: str, conv_impl: str, compute_dtype: str) -> str:
+  """compare.py's variant string: the algorithm (or a variant of it, 'fedavg[...]') with the
+  model options added."""
+  base, _, options = name.partition("[")
+  options = options.rstrip("]")
+  return (f"{base}[{options + ',' if options else ''}model.conv_impl={conv_impl},"
+          f"model.compute_dtype={compute_dtype}]")
 
 
 class _Timed:
@@ -174,11 +211,20 @@ class _Timed:
   def __init__(self, variant: str, strategy: str, args, shape):
     from fedjax_sharp.training import compare
     client_strategy, local_loop = strategy.split("/")
+    # 'auto' as a run resolves it for this cohort size (memory not weighed here).
+    resolved = ExecutionConfig(client_strategy, local_loop=local_loop).resolved(
+        footprint=Footprint(args.clients, 0, None))
+    client_strategy, local_loop = resolved.client_strategy, resolved.local_loop
+    self.strategy = f"{client_strategy}/{local_loop}"
     config = compare.configure_variant(base_config(), variant, seed=0)
-    # e.g. 'fedavg[model.conv_impl=matmul,model.compute_dtype=bfloat16]'
-    conv_impl = str(config.model.get("conv_impl", "xla"))
+    # e.g. 'fedavg[model.conv_impl=matmul,model.compute_dtype=bfloat16]'; 'auto' (the
+    # defaults) resolved for this backend and strategy as a run resolves it.
     self.compute_dtype = resolve_compute_dtype(str(config.model.compute_dtype))
-    model, params = _initial(args.model, tuple(shape), conv_impl)
+    self.conv_impl = resolve_conv_impl(str(config.model.conv_impl), self.compute_dtype,
+                                       client_strategy, clients=args.clients)
+    fields = tuple(sorted(dict(config.model.get(args.model) or {}).items()))
+    model, params = _initial(args.model, tuple(shape), self.conv_impl,
+                             getattr(args, "num_classes", 10), fields)
     apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x), self.compute_dtype)
     apply_fn = in_pieces(apply_fn, int(config.engine.micro_batch))  # 'fedavg[engine.micro_batch=16]'
     self.algorithm = build_algorithm(config, apply_fn)  # paper defaults of each block
@@ -199,7 +245,7 @@ class _Timed:
 
   @functools.cached_property
   def flops(self) -> float:
-    """Training FLOPs of one round (`flops_per_step` x the cohort's real steps; compiles a
+    """Training FLOPs of one round (`flops_per_step` x the cohort's real steps; lowers a
     one-step program the first time)."""
     return self.steps * flops_per_step(self.engine, self.server, self.table, self.data,
                                        self.cohort)

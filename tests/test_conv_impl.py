@@ -296,6 +296,78 @@ def test_compute_dtype_auto_resolves_per_backend(monkeypatch, caplog):
   assert registry.with_compute_dtype(apply_fn, "auto") is apply_fn
 
 
+def test_conv_impl_auto_is_matmul_only_where_measured_faster():
+  """'auto' (the config default) picks 'matmul' only on a GPU with float32 and vmapped clients
+  (the one cell of the H100 table where it won); bfloat16, the GPU's 'auto' dtype, and the
+  clients-one-after-another strategy are 'xla'; the CPU and TPU are 'xla'."""
+  resolve = registry.resolve_conv_impl
+  assert resolve("auto") == "xla"                                    # this CPU
+  assert resolve("auto", "auto", "auto", backend="gpu") == "xla"     # bfloat16, map (<=16)
+  assert resolve("auto", "auto", "auto", backend="gpu", clients=100) == "xla"  # bf16, vmap
+  assert resolve("auto", "float32", "vmap", backend="gpu") == "matmul"
+  assert resolve("auto", "float32", "chunked_vmap", backend="cuda") == "matmul"
+  assert resolve("auto", "float32", "auto", backend="gpu", clients=100) == "matmul"
+  assert resolve("auto", "float32", "auto", backend="gpu", clients=10) == "xla"   # map
+  assert resolve("auto", "float32", "map", backend="gpu") == "xla"
+  assert resolve("auto", "bfloat16", "vmap", backend="gpu") == "xla"
+  for backend in ("cpu", "tpu"):
+    assert resolve("auto", "float32", "vmap", backend=backend) == "xla"
+  for explicit in conv.CONV_IMPLS:
+    assert resolve(explicit, "float32", "vmap", backend="gpu") == explicit
+  with pytest.raises(ConfigError, match=r"model.conv_impl='fft' is not one of .*auto"):
+    resolve("fft")
+  # get_model resolves 'auto' for the default backend; non-convolutional models accept it.
+  assert registry.get_model("mcmahan_cnn", 10, conv_impl="auto").conv_impl == "xla"
+  registry.get_model("mlp", 10, conv_impl="auto")
+
+
+def test_config_defaults_are_auto_and_resolve_per_backend(monkeypatch):
+  """The library defaults are 'auto' for the four performance fields, and a config resolves
+  them per backend as a run does (the backend mocked: this CPU stands in for a GPU)."""
+  from fedjax_sharp.core import backends
+  from fedjax_sharp.training import config as config_lib
+  from fedjax_sharp.training.experiment import resolved_model_options
+  c = config_lib.base_config()
+  assert (c.model.compute_dtype, c.model.conv_impl) == ("auto", "auto")
+  assert (c.engine.client_strategy, c.engine.local_loop) == ("auto", "auto")
+  assert resolved_model_options(c) == ("float32", "xla")
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  assert backends.kind() == "gpu"
+  assert resolved_model_options(c) == ("bfloat16", "xla")
+  c.model.compute_dtype = "float32"
+  c.engine.client_strategy = "vmap"
+  assert resolved_model_options(c) == ("float32", "matmul")
+  c.engine.client_strategy = "auto"
+  c.clients_per_round = 10
+  assert resolved_model_options(c) == ("float32", "xla")          # 10 clients: map
+  saved = config_lib.resolved_setting(c)
+  assert (saved.model.compute_dtype, saved.model.conv_impl) == ("float32", "xla")
+  assert c.model.conv_impl == "auto"                                 # the config is untouched
+
+
+def test_resume_refuses_another_resolved_dtype_and_allows_another_conv_impl(monkeypatch):
+  """A run's config.json records the dtype 'auto' resolved to: resumed on a backend where 'auto'
+  means another dtype it is refused naming model.compute_dtype; conv_impl, which changes speed
+  only, may differ."""
+  import json
+  from fedjax_sharp.training import config as config_lib
+  c = config_lib.base_config()
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  saved_on_gpu = json.loads(config_lib.resolved_setting(c).to_json_best_effort())
+  assert saved_on_gpu["model"]["compute_dtype"] == "bfloat16"
+  monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+  diffs = config_lib.setting_differences(saved_on_gpu, c)
+  assert diffs == ["model.compute_dtype: saved 'bfloat16', now 'float32'"]
+  c.model.compute_dtype = "bfloat16"                                 # continue as it ran
+  assert config_lib.setting_differences(saved_on_gpu, c) == []
+  saved_on_gpu["model"]["conv_impl"] = "matmul"
+  assert config_lib.setting_differences(saved_on_gpu, c) == []
+  # A config.json written before compute_dtype existed computed in float32.
+  del saved_on_gpu["model"]["compute_dtype"]
+  assert config_lib.setting_differences(saved_on_gpu, c) == [
+      "model.compute_dtype: saved 'float32', now 'bfloat16'"]
+
+
 @pytest.mark.parametrize("impl", conv.CONV_IMPLS)
 def test_bfloat16_compute_keeps_float32_master_weights(impl):
   model = cnn.VGG11(widths=(4, "M"), conv_impl=impl)
@@ -338,8 +410,9 @@ def config_with(**overrides):
 
 
 def test_config_accepts_conv_impl_and_auto_compute_dtype():
-  assert config_lib.base_config().model.conv_impl == "xla"
-  assert config_lib.base_config().model.compute_dtype == "float32"
+  assert config_lib.base_config().model.conv_impl == "auto"
+  assert config_lib.base_config().model.compute_dtype == "auto"
+  config_lib.validate(config_with(**{"model.name": "mlp"}))      # 'auto' suits any model
   for name in registry.conv_impl_models():
     config_lib.validate(config_with(**{"model.name": name, "model.conv_impl": "matmul",
                                        "model.compute_dtype": "auto"}))
@@ -351,7 +424,7 @@ def test_config_accepts_conv_impl_and_auto_compute_dtype():
 
 @pytest.mark.parametrize("overrides,pattern", [
     ({"model.conv_impl": "im2col"},
-     r"^model.conv_impl='im2col' is not one of \['matmul', 'xla'\]$"),
+     r"^model.conv_impl='im2col' is not one of \['auto', 'matmul', 'xla'\]$"),
     ({"model.compute_dtype": "float16"},
      r"^model.compute_dtype='float16' is not one of \['auto', 'bfloat16', 'float32'\]$"),
     ({"model.name": "mlp", "model.conv_impl": "matmul"},

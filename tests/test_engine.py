@@ -135,13 +135,22 @@ def test_round_is_traced_once(tiny, strategy):
 
 
 def test_auto_strategy_resolution():
+  from fedjax_sharp.core.execution import Footprint
   assert ExecutionConfig().resolved("cpu").client_strategy == "host"
   assert ExecutionConfig().resolved("cpu").local_loop == "unrolled"
-  assert ExecutionConfig().resolved("gpu").client_strategy == "vmap"
-  assert ExecutionConfig().resolved("gpu").local_loop == "rolled"
+  # GPU (measured on an H100, core/backends.py): up to 16 clients one after another, more
+  # clients vmapped; 'cuda' is the same backend.
+  for gpu in ("gpu", "cuda"):
+    assert ExecutionConfig().resolved(gpu).client_strategy == "map"
+    assert ExecutionConfig().resolved(gpu).local_loop == "rolled"
+    assert ExecutionConfig().resolved(gpu, Footprint(16, 0, None)).client_strategy == "map"
+    assert ExecutionConfig().resolved(gpu, Footprint(17, 0, None)).client_strategy == "vmap"
+  assert ExecutionConfig().resolved("tpu", Footprint(10, 0, None)).client_strategy == "vmap"
   assert ExecutionConfig("map", local_loop="partial").resolved("cpu").client_strategy == "map"
+  assert ExecutionConfig("vmap").resolved("gpu", Footprint(4, 0, None)).client_strategy == "vmap"
   assert ExecutionConfig().reason("cpu").startswith("host/unrolled on cpu: ")
-  assert ExecutionConfig().reason("gpu").startswith("vmap/rolled on gpu: ")
+  assert ExecutionConfig().reason("gpu").startswith("map/rolled on gpu: ")
+  assert "more than 16 clients" in ExecutionConfig().reason("gpu", Footprint(100, 0, None))
 
 
 def test_auto_weighs_the_model_size_on_accelerators_only():
@@ -149,7 +158,7 @@ def test_auto_weighs_the_model_size_on_accelerators_only():
   gb = 2 ** 30
   small = Footprint(clients=10, per_client_bytes=10 * 2 ** 20, device_bytes=80 * gb)
   big = Footprint(clients=100, per_client_bytes=2 * gb, device_bytes=80 * gb)
-  assert ExecutionConfig().resolved("gpu", small).client_strategy == "vmap"
+  assert ExecutionConfig().resolved("gpu", small).client_strategy == "map"   # <= 16 clients
   got = ExecutionConfig().resolved("gpu", big)
   fit = int(VMAP_MEMORY_FRACTION * 80 * gb // (2 * gb))          # 20 clients of 2 GB in 40 GB
   assert (got.client_strategy, got.chunk_size, got.local_loop) == ("chunked_vmap", fit, "rolled")
@@ -252,3 +261,27 @@ def test_execution_config_from_a_config_block():
   engine.client_strategy, engine.sort_clients = "chunked_vmap", True
   got = ExecutionConfig.from_config(engine)
   assert (got.client_strategy, got.sort_clients, got.skip_padding) == ("chunked_vmap", True, True)
+
+
+@pytest.mark.parametrize("strategy", ["map", "vmap"])
+def test_sweep_round_equals_each_experiment_alone(tiny, strategy):
+  """Two experiments (own seeds' cohorts, learning rates and keys) in one sweep_round, with the
+  experiments vmapped ('vmap') or run one after another ('map'), give each experiment's own
+  round."""
+  alg = fed_avg(tiny.apply, local_sgd(MOM, WD))
+  execution = ExecutionConfig(strategy, 4, "rolled")
+  engine = RoundEngine(alg, len(tiny.client_indices), execution, donate=False)
+  data = TrainData(jnp.asarray(tiny.x), jnp.asarray(tiny.y))
+  samplers = [CohortSampler(tiny.client_indices, 3, 4, local_epochs=1, seed=s) for s in (0, 1)]
+  state = engine.init(tiny.params)
+  rates, keys = [0.1, 0.05], [jax.random.key(3), jax.random.key(4)]
+  stack = lambda trees: jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+  servers, tables, metrics = engine.sweep_round(
+      stack([state[0]] * 2), stack([state[1]] * 2), data, stack([s.build(0) for s in samplers]),
+      0, rates, jnp.stack(keys))
+  for e in range(2):
+    alone = engine.round(state[0], state[1], data, samplers[e].build(0),
+                         RoundInfo(jnp.int32(0), jnp.float32(rates[e]),
+                                   len(tiny.client_indices)), keys[e])
+    got = jax.tree.map(lambda a: a[e], (servers, tables, metrics))
+    assert _max_diff(got, alone) < 1e-6

@@ -239,7 +239,8 @@ class RoundEngine:
     experiments; each lane runs `algorithm_factory({path: its value})` (traced scalars, see
     `core.hparams`). Experiment e computes exactly what `round` computes with its slices and
     the algorithm built from its own config. Needs a single-jit strategy (the 'host' strategy
-    dispatches per client from Python)."""
+    dispatches per client from Python); with 'map' (clients one after another) the experiments
+    also run one after another (`lax.map`) in the one program, else they are vmapped."""
     if self.execution.client_strategy == "host":
       raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
                        "chunked_vmap | unrolled), not 'host' (the CPU's 'auto')")
@@ -271,7 +272,13 @@ class RoundEngine:
                        num_clients=self.num_clients)
       return engine._exchanges(engine._round, server_state, client_table, data, cohort, info,
                                key)
-    return jax.vmap(one)(server_states, client_tables, cohorts, learning_rates, keys, hparams)
+    lanes = (server_states, client_tables, cohorts, learning_rates, keys, hparams)
+    if self.execution.client_strategy == "map" and self.mesh is None:
+      # Clients one after another: the experiments too (vmapping a sequential client loop over
+      # experiments turns every convolution into a grouped one: a 3-seed sweep cost 5.6 single
+      # rounds on an H100, against 3 back to back).
+      return jax.lax.map(lambda lane: one(*lane), lanes)
+    return jax.vmap(one)(*lanes)
 
   def repeat_rounds(self, server_state, client_table, data: TrainData, cohort: Cohort,
                     first_round: int, num_rounds: int, learning_rate: float, key):

@@ -10,6 +10,7 @@ import dataclasses
 import jax
 import numpy as np
 
+from fedjax_sharp.core import backends
 from fedjax_sharp.core.client_table import device_memory
 
 CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host")
@@ -52,38 +53,36 @@ class ExecutionConfig:
 
   def resolved(self, backend: str | None = None,
                footprint: "Footprint | None" = None) -> "ExecutionConfig":
-    """Replaces 'auto' by the measured best choice for the backend and, on accelerators, the
-    model's size: when the cohort's vmapped parameter-sized buffers (`footprint`) would take
-    more than VMAP_MEMORY_FRACTION of the device's memory, 'chunked_vmap' with the largest
-    chunk that fits instead of 'vmap'."""
-    backend = backend or jax.default_backend()
-    cpu = backend == "cpu"
+    """Replaces 'auto' by the measured best choice for the backend (`core.backends`: on a GPU
+    it depends on the cohort size, `footprint.clients`) and, on accelerators, the model's size:
+    when the cohort's vmapped parameter-sized buffers (`footprint`) would take more than
+    VMAP_MEMORY_FRACTION of the device's memory, 'chunked_vmap' with the largest chunk that fits
+    instead of 'vmap'."""
+    auto = backends.defaults(backend)
     strategy, chunk = self.client_strategy, self.chunk_size
     if strategy == "auto":
-      strategy = "host" if cpu else "vmap"
-      fit = None if cpu or footprint is None else footprint.clients_that_fit()
+      strategy = auto.strategy_for(None if footprint is None else footprint.clients)
+      fit = (None if footprint is None or not backends.vmapped(strategy)
+             else footprint.clients_that_fit())
       if fit is not None and fit < footprint.clients:
         strategy, chunk = "chunked_vmap", max(fit, 1)
     return dataclasses.replace(
         self, client_strategy=strategy, chunk_size=chunk,
-        local_loop=(("unrolled" if cpu else "rolled")
-                    if self.local_loop == "auto" else self.local_loop))
+        local_loop=auto.local_loop if self.local_loop == "auto" else self.local_loop)
 
   def reason(self, backend: str | None = None, footprint: "Footprint | None" = None) -> str:
     """Why 'auto' resolves as it does on `backend` (logged when a run starts)."""
-    backend = backend or jax.default_backend()
+    backend = backends.kind(backend)
     got = self.resolved(backend, footprint)
-    if backend == "cpu":
-      why = ("XLA's CPU backend runs convolutions inside loops (scan, lax.map) 30-50x slower "
-             "and vmapped per-client convolutions as slow grouped convolutions, so clients and "
-             "single local steps are dispatched from the host (BUILD_NOTES.md)")
-    elif got.client_strategy == "chunked_vmap" and self.client_strategy == "auto":
+    if got.client_strategy == "chunked_vmap" and self.client_strategy == "auto":
       why = (f"{footprint.clients} vmapped clients x {footprint.per_client_bytes / 2**20:.0f} MB "
              f"of parameter-sized buffers exceed {VMAP_MEMORY_FRACTION:.0%} of the device's "
              f"{footprint.device_bytes / 2**30:.1f} GB, so chunks of {got.chunk_size} clients")
     else:
-      why = ("on accelerators one jitted round with clients vmapped and a rolled step loop is "
-             "fastest and compiles once (BUILD_NOTES.md, GPU table)")
+      auto = backends.defaults(backend)
+      vmapped = (footprint is not None and auto.strategy_for(footprint.clients)
+                 != auto.client_strategy)
+      why = auto.vmap_why if vmapped else auto.why
     return f"{got.client_strategy}/{got.local_loop} on {backend}: {why}"
 
   def validate(self, prefix: str = "engine") -> None:

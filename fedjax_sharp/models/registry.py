@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp.core import backends
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.models import cnn, zoo
 from fedjax_sharp.models.conv import CONV_IMPLS
@@ -51,11 +52,11 @@ def get_model(name: str, num_classes: int, conv_impl: str = "xla", **kwargs: Any
   unknown = sorted(set(kwargs) - fields)
   if unknown:
     raise ValueError(f"model.{name}: unknown field(s) {unknown}; {name} has {sorted(fields)}")
-  if conv_impl not in CONV_IMPLS:
-    raise ConfigError(f"model.conv_impl={conv_impl!r} is not one of {list(CONV_IMPLS)}")
+  if conv_impl not in CONV_IMPL_VALUES:
+    raise ConfigError(f"model.conv_impl={conv_impl!r} is not one of {list(CONV_IMPL_VALUES)}")
   if "conv_impl" in fields:
-    kwargs["conv_impl"] = conv_impl
-  elif conv_impl != "xla":
+    kwargs["conv_impl"] = resolve_conv_impl(conv_impl)
+  elif conv_impl not in ("xla", "auto"):
     raise ConfigError(f"model.conv_impl={conv_impl!r} applies to the convolutional models "
                       f"{conv_impl_models()}, not model.name={name!r}: set it to 'xla'")
   return MODELS[name](num_classes=num_classes, **kwargs)
@@ -76,28 +77,50 @@ def count_params(params) -> int:
 COMPUTE_DTYPES = ("float32", "bfloat16")
 # Values of the config field `model.compute_dtype`: a dtype, or 'auto' (resolve_compute_dtype).
 COMPUTE_DTYPE_VALUES = COMPUTE_DTYPES + ("auto",)
-# Backends whose 'auto' compute dtype is bfloat16 (jax.default_backend() names; 'cuda' / 'rocm'
-# are platform names some jax versions report).
-BFLOAT16_BACKENDS = ("gpu", "tpu", "cuda", "rocm")
+# Values of the config field `model.conv_impl`: an implementation, or 'auto' (resolve_conv_impl).
+CONV_IMPL_VALUES = CONV_IMPLS + ("auto",)
 _logged_resolutions: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+  if message not in _logged_resolutions:
+    _logged_resolutions.add(message)
+    logging.getLogger(__name__).info(message)
 
 
 def resolve_compute_dtype(value: str, backend: str | None = None) -> str:
   """The dtype that `model.compute_dtype=value` computes in: 'float32' and 'bfloat16' as given;
-  'auto' -> 'bfloat16' on a GPU or TPU (tensor cores; float32 master weights, see
-  with_compute_dtype) and 'float32' on a CPU, where bfloat16 is no faster (BUILD_NOTES) and only
-  loses precision. `backend`: None = jax.default_backend(). The resolution of 'auto' is logged
-  once per backend at INFO."""
+  'auto' -> the backend's measured default (`core.backends`): 'bfloat16' on a GPU or TPU
+  (tensor cores; float32 master weights, see with_compute_dtype), 'float32' on a CPU, where
+  bfloat16 is no faster and only loses precision. `backend`: None = jax.default_backend().
+  The resolution of 'auto' is logged once per backend at INFO."""
   if value not in COMPUTE_DTYPE_VALUES:
     raise ConfigError(f"model.compute_dtype={value!r} is not one of {list(COMPUTE_DTYPE_VALUES)}")
   if value != "auto":
     return value
-  backend = str(backend or jax.default_backend()).lower()
-  resolved = "bfloat16" if backend in BFLOAT16_BACKENDS else "float32"
-  message = f"model.compute_dtype 'auto' -> {resolved} on {backend}"
-  if message not in _logged_resolutions:
-    _logged_resolutions.add(message)
-    logging.getLogger(__name__).info(message)
+  kind = backends.kind(backend)
+  resolved = backends.DEFAULTS[kind].compute_dtype
+  _log_once(f"model.compute_dtype 'auto' -> {resolved} on {kind}")
+  return resolved
+
+
+def resolve_conv_impl(value: str, compute_dtype: str = "auto", client_strategy: str = "auto",
+                      backend: str | None = None, clients: int | None = None) -> str:
+  """The convolution that `model.conv_impl=value` runs: 'xla' and 'matmul' as given; 'auto' ->
+  'matmul' only where it was measured faster on this backend for the (resolved) compute dtype
+  and whether clients are vmapped (`core.backends`: on a GPU, float32 with vmapped clients),
+  else 'xla'. `compute_dtype`, `client_strategy`: the config's values ('auto' resolved here,
+  the strategy for a cohort of `clients`, the config's `clients_per_round`)."""
+  if value not in CONV_IMPL_VALUES:
+    raise ConfigError(f"model.conv_impl={value!r} is not one of {list(CONV_IMPL_VALUES)}")
+  if value != "auto":
+    return value
+  dtype = resolve_compute_dtype(compute_dtype, backend)
+  strategy = (backends.client_strategy(clients, backend) if client_strategy == "auto"
+              else client_strategy)
+  resolved = backends.conv_impl(dtype, strategy, backend)
+  _log_once(f"model.conv_impl 'auto' -> {resolved} on {backends.kind(backend)} ({dtype}, "
+            f"client_strategy {strategy})")
   return resolved
 
 

@@ -41,7 +41,8 @@ from fedjax_sharp.training.workdir import mismatch_message
 
 def fingerprint(config) -> str:
   """A short hash of the setting fields (what changes the numbers)."""
-  full = json.loads(config.to_json_best_effort())
+  full = json.loads(config_lib.resolved_setting(config).to_json_best_effort())
+  full.get("model", {}).pop("conv_impl", None)   # a performance field (config.PERFORMANCE_FIELDS)
   name = full["algorithm"]["name"]
   setting = {k: full.get(k) for k in config_lib.SETTING_FIELDS if k != "rounds"}
   setting["algorithm"] = {"name": name, name: full["algorithm"].get(name)}
@@ -84,7 +85,7 @@ def save(workdir: str, config, next_round: int, server_state, client_table, byte
   meta = {"next_round": int(next_round), "bytes_total": int(bytes_total),
           "process_count": jax.process_count(),
           "fingerprint": fingerprint(config),
-          "config": json.loads(config.to_json_best_effort()),
+          "config": json.loads(config_lib.resolved_setting(config).to_json_best_effort()),
           # A host-held table stores its touched rows only: their count shapes the restore.
           "client_table": "host" if host else "device",
           "client_rows": int(len(clients["ids"])) if host else None}

@@ -87,7 +87,7 @@ FIELD_DOCS = {
     'resume': "continue from the newest checkpoint of the same setting; False: discard the workdir's results and start over",
     'training.on_nonfinite': "'stop' (status 'diverged', exit 3) | 'warn' (log, go on)",
     'model.compute_dtype': "'float32' | 'bfloat16' (forward/backward in bfloat16, weights and updates in float32) | 'auto' (bfloat16 on GPU/TPU, float32 on CPU)",
-    'model.conv_impl': "'xla' (lax convolutions) | 'matmul' (patches x kernel as one batched matmul: vmapped clients run batched GEMMs, not grouped convolutions; same parameters)",
+    'model.conv_impl': "'xla' (lax convolutions) | 'matmul' (patches x kernel as one batched matmul: vmapped clients run batched GEMMs, not grouped convolutions; same parameters) | 'auto' ('matmul' only where measured faster: GPU, float32, vmapped clients; else 'xla')",
     'local.momentum': "client momentum; None = the algorithm's paper default (0.9, or 0 for SCAFFOLD, FedGamma, FedCM, MoFedSAM, MimeLite)",
     'local.optimizer': "local gradient of the algorithms that take any client optimiser: 'sgd' | 'sam' | 'asam' (fedavg + sam is the deprecated spelling of fedsam)",
     'algorithm.name': 'the algorithm (docs/algorithms/index.md); its hyperparameters: config.algorithm.<name>',
@@ -159,10 +159,12 @@ def base_config() -> ml_collections.ConfigDict:
   c.model = ml_collections.ConfigDict()
   # 'bfloat16': the forward and backward passes in bfloat16, the weights (and every update,
   # aggregate and server state) kept in float32 (mixed precision; no loss scaling needed).
-  c.model.compute_dtype = "float32"
+  # 'auto': bfloat16 on GPU/TPU, float32 on CPU (core/backends.py, docs/performance.md).
+  c.model.compute_dtype = "auto"
   # 'matmul': every convolution as patch extraction + one matmul (models/conv.py), for the
   # convolutional models (models.registry.conv_impl_models()); same parameters as 'xla'.
-  c.model.conv_impl = "xla"
+  # 'auto': whichever was measured faster for the backend, dtype and client strategy.
+  c.model.conv_impl = "auto"
   c.model.name = "mcmahan_cnn"
   # Model fields (fedjax_sharp/models/zoo.py), read for the selected model only.
   c.model.resnet8 = ml_collections.ConfigDict(dict(groups=2, stem="imagenet"))
@@ -393,13 +395,12 @@ def validate(config) -> None:
          f"must be >= 0, got {config.local.weight_decay}")
   _one_of(config.engine.client_strategy, CLIENT_STRATEGIES, "engine.client_strategy")
   _one_of(config.engine.local_loop, LOCAL_LOOPS, "engine.local_loop")
-  _one_of(config.model.get("compute_dtype", "float32"), COMPUTE_DTYPE_VALUES,
+  _one_of(config.model.get("compute_dtype", "auto"), COMPUTE_DTYPE_VALUES,
           "model.compute_dtype")
-  from fedjax_sharp.models.conv import CONV_IMPLS
-  from fedjax_sharp.models.registry import conv_impl_models
-  conv_impl = config.model.get("conv_impl", "xla")
-  _one_of(conv_impl, CONV_IMPLS, "model.conv_impl")
-  if conv_impl != "xla":
+  from fedjax_sharp.models.registry import CONV_IMPL_VALUES, conv_impl_models
+  conv_impl = config.model.get("conv_impl", "auto")
+  _one_of(conv_impl, CONV_IMPL_VALUES, "model.conv_impl")
+  if conv_impl not in ("xla", "auto"):
     _check(not is_minimax(config), "model.conv_impl", f"applies to classification only; "
            f"task.name={task!r} builds its own model: set it to 'xla'")
     _check(config.model.name in conv_impl_models(), "model.conv_impl",
@@ -492,6 +493,28 @@ SETTING_FIELDS = ("seed", "rounds", "clients_per_round", "aggregation", "data", 
                   "server", "task", "minimax")
 
 
+# Fields that change how fast a round runs, not its numbers (the same function to float
+# rounding, tested): a resume or a finished run's reuse may differ in them. The engine block is
+# not a setting field at all; `model.compute_dtype` is one (bfloat16 changes the arithmetic), and
+# is compared by the dtype it resolves to (`resolved_setting`).
+PERFORMANCE_FIELDS = ("model.conv_impl",)
+
+
+def resolved_setting(config) -> ml_collections.ConfigDict:
+  """A copy of `config` with `model.compute_dtype` and `model.conv_impl` resolved for the
+  default backend ('auto' -> what runs: models.registry, core/backends.py): what config.json
+  records, so that a run started in bfloat16 on a GPU is not resumed in float32 on a CPU."""
+  from fedjax_sharp.models import registry  # pylint: disable=g-import-not-at-top
+  config = ml_collections.ConfigDict(config.to_dict())
+  if "model" in config and not is_minimax(config):
+    dtype = registry.resolve_compute_dtype(str(config.model.compute_dtype))
+    config.model.conv_impl = registry.resolve_conv_impl(
+        str(config.model.conv_impl), dtype, str(config.engine.client_strategy),
+        clients=int(config.clients_per_round))
+    config.model.compute_dtype = dtype
+  return config
+
+
 def _flatten(d, prefix=""):
   out = {}
   for k, v in d.items():
@@ -508,17 +531,24 @@ def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> lis
   field the saved config lacks (written by an older version) counts as equal only if `config`
   holds the library default for it."""
   import json
-  new = json.loads(config.to_json_best_effort())
+  new = json.loads(resolved_setting(config).to_json_best_effort())
+  if "compute_dtype" in saved.get("model", {}):   # 'auto' in a config.json of an older version
+    from fedjax_sharp.models import registry  # pylint: disable=g-import-not-at-top
+    saved = json.loads(json.dumps(saved))
+    saved["model"]["compute_dtype"] = registry.resolve_compute_dtype(
+        saved["model"]["compute_dtype"])
   default = _flatten(json.loads(base_config().to_json_best_effort()))
   name = new["algorithm"]["name"]
   fields = list(SETTING_FIELDS) + ["algorithm"]
   new_flat = _flatten({k: new[k] for k in fields if k in new})
   old_flat = _flatten({k: saved[k] for k in fields if k in saved})
+  if "model" in saved:   # written before the field existed: computed in float32
+    old_flat.setdefault("model.compute_dtype", "float32")
   keep = lambda key: (not key.startswith("algorithm.") or key == "algorithm.name"
                       or key.startswith(f"algorithm.{name}."))
   diffs = []
   for key, value in new_flat.items():
-    if not keep(key) or key in allow:
+    if not keep(key) or key in allow or key in PERFORMANCE_FIELDS:
       continue
     old = old_flat.get(key, default.get(key, value))
     if old != value:

@@ -161,6 +161,16 @@ def model_fields(config, dataset) -> dict:
   return fields
 
 
+def resolved_model_options(config) -> tuple[str, str]:
+  """(compute dtype, conv_impl) that the config's `model.compute_dtype` and `model.conv_impl`
+  run with on the default backend ('auto' resolved: models.registry, core/backends.py)."""
+  compute_dtype = model_registry.resolve_compute_dtype(str(config.model.compute_dtype))
+  conv_impl = model_registry.resolve_conv_impl(str(config.model.conv_impl), compute_dtype,
+                                               str(config.engine.client_strategy),
+                                               clients=int(config.clients_per_round))
+  return compute_dtype, conv_impl
+
+
 def build_classification_experiment(config, dataset=None) -> Experiment:
   """Everything a classification run needs, from a validated config. `dataset`: an already
   loaded dataset of `config.data` (sweeps load it once for all their experiments)."""
@@ -168,13 +178,13 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
     dataset = data_lib.load_dataset(config.data)
   client_indices = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
   root = jax.random.key(config.seed)
-  model = model_registry.get_model(config.model.name, dataset.num_classes,
-                                   conv_impl=str(config.model.get("conv_impl", "xla")),
+  # 'auto' resolves for the default backend (core/backends.py: bfloat16 on GPU/TPU, float32 on
+  # CPU; 'matmul' convolutions only where measured faster), logged once.
+  compute_dtype, conv_impl = resolved_model_options(config)
+  model = model_registry.get_model(config.model.name, dataset.num_classes, conv_impl=conv_impl,
                                    **model_fields(config, dataset))
-  # 'auto' resolves for the default backend (bfloat16 on GPU/TPU, float32 on CPU), logged once.
   apply_fn = model_registry.with_compute_dtype(
-      lambda params, x: model.apply({"params": params}, x),
-      str(config.model.get("compute_dtype", "float32")))
+      lambda params, x: model.apply({"params": params}, x), compute_dtype)
   params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
                                       dataset.input_shape)
   # Training calls the model in pieces of engine.micro_batch examples (same function; cheaper

@@ -268,8 +268,10 @@ class RunRecorder:
     restored = self._restore()
     if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
       shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
-    metrics_lib.atomic_write_text(os.path.join(workdir, "config.json"),
-                                  config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+    # 'auto' model options as they resolved on this backend (what ran; resume compares it).
+    metrics_lib.atomic_write_text(
+        os.path.join(workdir, "config.json"),
+        config_lib.resolved_setting(config).to_json_best_effort(indent=2, sort_keys=True) + "\n")
     vocabulary = getattr(exp.dataset, "vocabulary", None)
     if vocabulary is not None:  # text: the run's token ids are reproducible from this file
       data_lib.save_vocabulary(os.path.join(workdir, VOCABULARY_FILE), vocabulary)

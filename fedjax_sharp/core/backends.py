@@ -1,0 +1,94 @@
+"""What 'auto' means on each backend: the measured table behind the performance defaults.
+
+Four config fields default to 'auto' and are resolved here, per backend, from measurements
+(docs/performance.md has the tables and the commands that produced them):
+
+  engine.client_strategy, engine.local_loop   how a round runs its clients and local steps
+  model.compute_dtype                         float32 | bfloat16 (float32 master weights)
+  model.conv_impl                             'xla' (lax convolutions) | 'matmul' (patches x
+                                              kernel as batched GEMMs, models/conv.py)
+
+Every choice computes the same round (strategies and conv_impl to float rounding, tested);
+compute_dtype changes the arithmetic, which is why a resume refuses a different resolved dtype
+(training/config.py, `setting_differences`). An explicit value is always used as given.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+
+# Names jax.default_backend() / a device's platform may report for the same kind of chip.
+_ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "tpu": "tpu", "cpu": "cpu"}
+
+
+def kind(backend: str | None = None) -> str:
+  """'cpu' | 'gpu' | 'tpu' for a backend or platform name (None: jax.default_backend()); an
+  unknown accelerator counts as 'gpu'."""
+  name = str(backend or jax.default_backend()).lower()
+  return _ALIASES.get(name, "gpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendDefaults:
+  """The 'auto' choices on one kind of backend, with the measurement that made them."""
+  client_strategy: str
+  local_loop: str
+  compute_dtype: str
+  why: str
+  # (compute_dtype, clients vmapped?) pairs where 'matmul' convolutions were measured faster
+  # than 'xla' on this backend; everywhere else 'auto' is 'xla'.
+  matmul_wins: frozenset = frozenset()
+  # Cohorts of more clients than this run vmapped ('vmap', or 'chunked_vmap' where memory
+  # says so) instead of `client_strategy` (None: always `client_strategy`).
+  vmap_above: int | None = None
+  vmap_why: str = ""
+
+  def strategy_for(self, clients: int | None) -> str:
+    """The client strategy for a cohort of `clients` (None: unknown, the small-cohort one)."""
+    if self.vmap_above is not None and clients is not None and clients > self.vmap_above:
+      return "vmap"
+    return self.client_strategy
+
+
+DEFAULTS = {
+    "cpu": BackendDefaults(
+        client_strategy="host", local_loop="unrolled", compute_dtype="float32",
+        why=("XLA's CPU backend runs convolutions inside loops (scan, lax.map) 30-50x slower "
+             "and vmapped per-client convolutions as slow grouped convolutions, so clients and "
+             "single local steps are dispatched from the host; bfloat16 is no faster there")),
+    "gpu": BackendDefaults(
+        client_strategy="map", local_loop="rolled", compute_dtype="bfloat16",
+        why=("on an H100, cohorts of up to 16 clients run fastest one client after another "
+             "(lax.map) in bfloat16: CIFAR-10 CNN round of 10 clients 0.097 s against 0.115 s "
+             "vmapped (vmapped per-client weights make grouped convolutions), ResNet-18 GN "
+             "1.04 s against 1.47 s"),
+        matmul_wins=frozenset({("float32", True)}),
+        vmap_above=16,
+        vmap_why=("on an H100, cohorts of more than 16 clients run fastest vmapped in bfloat16: "
+                  "100-client CNN round 0.83 s against 1.05 s one client after another")),
+    "tpu": BackendDefaults(
+        client_strategy="vmap", local_loop="rolled", compute_dtype="bfloat16",
+        why=("not measured on a TPU: one program with vmapped clients and a rolled step loop, "
+             "bfloat16 on the MXUs")),
+}
+
+
+def defaults(backend: str | None = None) -> BackendDefaults:
+  return DEFAULTS[kind(backend)]
+
+
+def vmapped(client_strategy: str) -> bool:
+  """Whether a (resolved) client strategy runs clients side by side in one vmapped program."""
+  return client_strategy in ("vmap", "chunked_vmap")
+
+
+def client_strategy(clients: int | None = None, backend: str | None = None) -> str:
+  """'auto''s client strategy on `backend` for a cohort of `clients` (None: unknown)."""
+  return defaults(backend).strategy_for(clients)
+
+
+def conv_impl(compute_dtype: str, client_strategy: str, backend: str | None = None) -> str:
+  """'auto''s conv_impl for a resolved compute dtype and client strategy on `backend`."""
+  wins = (compute_dtype, vmapped(client_strategy)) in defaults(backend).matmul_wins
+  return "matmul" if wins else "xla"
