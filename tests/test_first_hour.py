@@ -73,7 +73,7 @@ def test_the_eta_after_the_first_round_excludes_compilation():
   now[0] = 100.0                      # round 1: 99 s of compilation + 1 s of training
   first = bar.update(1, record)
   assert bar.eta_s(1) is None and "eta after the next round" in first
-  assert "first round 100.0 s (compile)" in first
+  assert "first round 1 min 40 s (compile)" in first
   for done in range(2, 6):            # steady rounds of 1 s each
     now[0] += 1.0
     line = bar.update(done, record)
@@ -87,6 +87,52 @@ def test_the_eta_after_the_first_round_excludes_compilation():
   now[0] = 52.0
   resumed.update(8, record)
   assert resumed.eta_s(8) == pytest.approx(4.0)  # 2 rounds left x 2 s
+
+
+def test_the_progress_line_fits_80_columns_with_the_eta_kept():
+  now = [0.0]
+  out = io.StringIO()
+  bar = Progress(total=500, every=1, stream=out, clock=lambda: now[0], width=80)
+  assert bar.live
+  record = {"train_loss": 0.4645, "round_time_s": 0.04, "test_accuracy": 0.8478}
+  lines = []
+  for done in range(1, 501):
+    now[0] += 4.0 if done == 1 else 1.5
+    lines.append(bar.update(done, record))
+  drawn = out.getvalue()
+  assert drawn.endswith("\n") and drawn.count("\n") == 1   # one line, redrawn in place
+  frames = drawn.rstrip("\n").split("\r")[1:]
+  assert len(frames) == 500 and {len(f) for f in frames} == {79}   # never wraps or jumps
+  for line in lines[1:]:
+    assert len(line) <= 79 and "eta " in line and "elapsed " in line, line
+    assert re.match(r"^\[[# ]{10}\] round +\d+/500 \| acc 0\.8478 \| ", line), line
+  assert "eta 12 min 27 s" in lines[1] and lines[-1].startswith("[##########] round 500/500")
+  assert ", acc" not in drawn                     # no stray comma
+  # Narrower still: the round and the ETA survive, the least useful fields go first.
+  narrow = Progress(total=500, stream=io.StringIO(), clock=lambda: now[0], width=40)
+  narrow.update(1, record)
+  now[0] += 100
+  line = narrow.update(2, record)
+  assert line.startswith("round   2/500 | ") and "eta " in line and len(line) <= 39
+
+
+def test_the_progress_falls_back_to_log_lines_when_the_terminal_size_is_unknown():
+  import fcntl
+  import struct
+  import termios
+  master, slave = os.openpty()           # a fresh pty is 0x0, as under `script -q -c ...`
+  try:
+    with os.fdopen(slave, "w", closefd=False) as tty:
+      bar = Progress(total=3, stream=tty)
+      assert not bar.live
+      line = bar.update(1, {"train_loss": 1.0, "round_time_s": 1.0, "test_accuracy": 0.5})
+      assert line.startswith("round 1/3 | acc 0.5 | ")   # logged: absl's log line
+      fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+      assert Progress(total=3, stream=tty).width == 80
+  finally:
+    os.close(master)
+    os.close(slave)
+  assert Progress(total=3, stream=io.StringIO()).live is False   # not a terminal
 
 
 def _tiny_grid_config():
