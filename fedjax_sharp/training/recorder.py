@@ -270,15 +270,19 @@ class RunRecorder:
       self._open_workdir()
     elif self.checkpoint_workdir:   # a multi-process run's other processes: checkpoints only
       self._restore()
-    logging.info("%s: %s on %s, %d clients, %d per round, cohort shape (C, S, B) = %s, "
-                 "%d parameters, engine %s, %s", config.name, exp.algorithm.name,
-                 (f"{config.data.source}/{config.data.name} ({config.data.partition})"
-                  if exp.dataset is not None else f"task {config.task.name}"),
-                 len(exp.client_indices), config.clients_per_round, exp.sampler.shape,
-                 tree.num_elements(exp.init_params), exp.engine.execution,
-                 "one device" if exp.engine.mesh is None else
-                 (f"mesh {dict(exp.engine.mesh.shape)} over {exp.engine.mesh.size} devices, "
-                  f"{jax.process_count()} process(es)"))
+    where = (f"{config.data.source}/{config.data.name} ({config.data.partition})"
+             if exp.dataset is not None else f"task {config.task.name}")
+    execution = exp.engine.execution
+    # One short INFO line per run; the whole set-up (cohort shape, every engine field, the
+    # device layout) with --verbose.
+    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s", config.name,
+                 exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
+                 execution.client_strategy, execution.local_loop)
+    logging.debug("%s: cohort shape (C, S, B) = %s, %d parameters, engine %s, %s",
+                  config.name, exp.sampler.shape, tree.num_elements(exp.init_params), execution,
+                  "one device" if exp.engine.mesh is None else
+                  (f"mesh {dict(exp.engine.mesh.shape)} over {exp.engine.mesh.size} devices, "
+                   f"{jax.process_count()} process(es)"))
     self.bar = (Progress(config.rounds, config.log_every, start=self.start_round)
                 if progress else None)
     if self.bar:
