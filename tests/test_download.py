@@ -552,3 +552,17 @@ def test_no_network_is_not_retried(tmp_path, monkeypatch):
   assert len(calls) == 1 and "name resolution" in msg
   # Offline, the message names every file Stack Overflow needs, not only the SQLite one.
   assert "put stackoverflow.sqlite.lzma and stackoverflow.word_count.tar.bz2 in" in msg
+
+
+def test_a_lone_failure_is_one_line_and_retries_are_announced(server, tmp_path, caplog):
+  url = _closed_port_url()
+  with caplog.at_level(logging.WARNING, logger=download.__name__):
+    with pytest.raises(DataError):
+      download.fetch(Resource("x", url), str(tmp_path), retries=1)
+  assert not caplog.records                      # the error itself is the one line
+  good = _serve(server, "/a.bin", PAYLOAD)
+  server.behaviour.corrupt_first = 1
+  with caplog.at_level(logging.WARNING, logger=download.__name__):
+    download.fetch(Resource("y", good, sha256=SHA), str(tmp_path))
+  (record,) = caplog.records
+  assert "attempt 1 of 3 failed" in record.getMessage() and "retrying" in record.getMessage()

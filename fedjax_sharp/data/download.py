@@ -330,13 +330,15 @@ def _obtain(r: Resource, name: str, cache_dir: str, retries: int, timeout: float
     if not live:
       break
     url = live[attempt % len(live)]
-    if attempt and not unreachable:
-      time.sleep(_BACKOFF_S * attempt)
+    if attempt:   # said only when a retry follows: a lone failure is the error's one line
+      _log.warning("%s: attempt %d of %d failed (%s); retrying", name, attempt, retries,
+                   failure.split("; looked in")[0])
+      if not unreachable:
+        time.sleep(_BACKOFF_S * attempt)
     try:
       _download(url, part, timeout, name, r.size)
     except (http.client.HTTPException, OSError, _ShortRead) as e:  # OSError: URLError, sockets
       why = f"cannot download {url} ({_reason(e)})"
-      _log.warning("%s: attempt %d of %d: %s", name, attempt + 1, retries, why)
       failure = f"{why}; looked in {cache_dir}; offline: {offline}"
       if _no_network(e):
         unreachable.add(url)
@@ -346,7 +348,6 @@ def _obtain(r: Resource, name: str, cache_dir: str, retries: int, timeout: float
       failure = f"{url} gave a file that {problem}, after {attempt + 1} attempt(s)"
       if recorded:
         failure += f"; if the recorded hash is the wrong one, delete {sidecar} and rerun"
-      _log.warning("%s: %s; deleting it", name, failure)
       os.remove(part)
       continue
     os.replace(part, path)
