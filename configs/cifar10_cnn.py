@@ -7,8 +7,8 @@ cohort averaging. Default partition: long-tail Dirichlet(0.1) (imbalance factor 
 configs/fedgmt_table2.py for every row of the paper's table.
 
 Data: TFDS `cifar10`, prepared once with network access
-(`pip install 'fedjax_sharp[prepare]' && tfds build cifar10`), or an `.npz` file with
-`--config.data.source=npz --config.data.path=cifar10.npz`.
+(`pip install 'fedjax_sharp[prepare]' && tfds build cifar10 --file_format=array_record`),
+or an `.npz` file with `--config.data.source=npz --config.data.path=cifar10.npz`.
 
 Run (GPU recommended; ~10 clients x 50 steps x 5 epochs per round):
     python experiments/run.py --config=configs/cifar10_cnn.py --workdir=runs/c10_fedavg \

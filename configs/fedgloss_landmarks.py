@@ -1,4 +1,4 @@
-"""FedGloSS Table 4 (Caldarola et al., seed 003): MobileNetV2 (GroupNorm) on Landmarks-User-160k.
+"""FedGloSS Table 4 (Caldarola et al., 2024): MobileNetV2 (GroupNorm) on Landmarks-User-160k.
 
     python experiments/compare.py --config=configs/fedgloss_landmarks.py --reuse \
         --config.data.path=/data/landmarks \

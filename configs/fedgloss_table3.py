@@ -1,10 +1,11 @@
-"""FedGloSS Table 3 (Caldarola et al., seed 003): FedGloSS vs the state of the art.
+"""FedGloSS Table 3 (Caldarola et al., 2024): FedGloSS vs the state of the art.
 
 The argument after ':' is `DATASET,ALPHA[,MODEL]`: CNN columns cifar10,0 | cifar10,0.05 |
 cifar100,0 | cifar100,0.5; ResNet-18 columns cifar10,0.05,resnet18 | cifar100,0.5,resnet18
-(TFDS; prepare once with `pip install '.[prepare]' && tfds build cifar10`), or fashion_mnist,0
-(Debian's IDX files, offline; configs/fedgloss_fmnist.py runs it for 1,000 rounds). Any other
-ALPHA works too (Table 9 uses 100 / 1000: configs/fedgloss_table9.py).
+(TFDS; prepare once with `pip install '.[prepare]' &&
+tfds build cifar10 --file_format=array_record`), or fashion_mnist,0 (Debian's IDX files,
+offline; configs/fedgloss_fmnist.py runs it for 1,000 rounds). Any other ALPHA works too
+(Table 9 uses 100 / 1000: configs/fedgloss_table9.py).
 
     python experiments/compare.py --config=configs/fedgloss_table3.py:cifar10,0 --reuse \
         --algorithms='fedavg,fedprox,feddyn,scaffold,fedgloss,fedsam,feddyn_sam,fedspeed,fedgamma,fedsmoo,fedgloss[client_optimizer=sam]' \

@@ -1,4 +1,4 @@
-"""FedGloSS Table 7 (Caldarola et al., seed 003): what global consistency (ADMM) and global
+"""FedGloSS Table 7 (Caldarola et al., 2024): what global consistency (ADMM) and global
 flatness (server-side SAM) each contribute. Same settings as Table 3 (configs/fedgloss_table3.py):
 the argument after ':' is `DATASET,ALPHA[,MODEL]`, the paper's columns being cifar10,0 and
 cifar100,0 (CNN) and cifar10,0.05,resnet18 and cifar100,0.5,resnet18.

@@ -1,4 +1,4 @@
-"""FedGloSS Table 9 (Caldarola et al., seed 003): homogeneous CIFAR splits, CNN. The argument
+"""FedGloSS Table 9 (Caldarola et al., 2024): homogeneous CIFAR splits, CNN. The argument
 after ':' is the dataset: cifar10 (balanced Dirichlet alpha = 100) or cifar100 (alpha = 1000);
 everything else as configs/fedgloss_table3.py (Table 12 CNN settings and chosen values).
 

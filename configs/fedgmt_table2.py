@@ -13,8 +13,9 @@ The argument after ':' is `DATASET,ROW`:
   cinic10        ViT          dir0.1                                    ImageFolder (b)
   ag_news        FastText     dir0.1                                    TFDS ag_news_subset (a)
 
-(a) prepared once with network: `pip install '.[prepare]' && tfds build cifar10` (cifar100,
-ag_news_subset), or an .npz with `--config.data.source=npz --config.data.path=...`.
+(a) prepared once with network: `pip install '.[prepare]' &&
+tfds build cifar10 --file_format=array_record` (cifar100, ag_news_subset), or an .npz with
+`--config.data.source=npz --config.data.path=...`.
 (b) CINIC-10 unpacked from its public tarball: `--config.data.path=/data/cinic10` (train/,
 valid/, test/; the paper trains on train = 90,000 and tests on test = 90,000).
 Dirichlet rows are long-tailed (imbalance factor 2); Path(r) gives each client r shards.

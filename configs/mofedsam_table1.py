@@ -1,4 +1,4 @@
-"""The MoFedSAM paper's Table 1 (Qu et al., ICML 2022, seed 001): FedAvg, SCAFFOLD, FedCM,
+"""The MoFedSAM paper's Table 1 (Qu et al., ICML 2022): FedAvg, SCAFFOLD, FedCM,
 MimeLite, FedSAM, MoFedSAM on EMNIST, CIFAR-10 and CIFAR-100.
 
     python experiments/compare.py --config=configs/mofedsam_table1.py:cifar10 \
@@ -6,11 +6,12 @@ MimeLite, FedSAM, MoFedSAM on EMNIST, CIFAR-10 and CIFAR-100.
         --workdir=runs/mofedsam_t1_cifar10
 
 DATASET (the argument after ':'): cifar10, cifar100, emnist (TFDS; prepare once with network:
-`pip install '.[prepare]' && tfds build cifar10`; EMNIST is TFDS's byclass config, 62 classes,
-turned upright by the loader). An `.npz` also works: `--config.data.source=npz
---config.data.path=emnist.npz`. The writers' natural split (federated EMNIST from a TFF/fedjax
-HDF5 file) is `--config.data.source=federated_h5 --config.data.path=fed_emnist_train.h5
---config.data.partition=natural --config.data.num_clients=100` (a seeded subset of writers).
+`pip install '.[prepare]' && tfds build cifar10 --file_format=array_record`; EMNIST is TFDS's
+byclass config, 62 classes, turned upright by the loader). An `.npz` also works:
+`--config.data.source=npz --config.data.path=emnist.npz`. The writers' natural split
+(federated EMNIST from a TFF/fedjax HDF5 file) is `--config.data.source=federated_h5
+--config.data.path=fed_emnist_train.h5 --config.data.partition=natural
+--config.data.num_clients=100` (a seeded subset of writers).
 
 Paper (Table 1; validation accuracy mean (std), rounds to 80% / 80% / 50%):
                  EMNIST              CIFAR-10            CIFAR-100

@@ -1,4 +1,4 @@
-"""Compare algorithms (and seeds) on one config; print and save a paper-style table.
+r"""Compare algorithms (and seeds) on one config; print and save a paper-style table.
 
     python experiments/compare.py --config=configs/fedgmt_fmnist_hetero.py \
         --algorithms=fedavg,feddyn,fedgmt --seeds=0,1,2 --workdir=runs/compare
@@ -67,17 +67,14 @@ def main(argv):
   if config is None:
     raise app.UsageError("--config is required, e.g. --config=configs/demo.py")
   algorithms = compare.parse_algorithms(_ALGORITHMS.value)
-  allowed = MINIMAX_ALGORITHMS if is_minimax(config) else ALGORITHMS
-  for variant in algorithms:
-    name, _ = compare.parse_variant(variant)
-    if name not in allowed:
-      raise app.UsageError(f"--algorithms: {name!r} is not one of {sorted(allowed)}")
+  compare.check_algorithms(algorithms, MINIMAX_ALGORITHMS if is_minimax(config) else ALGORITHMS)
   results = compare.run_grid(config, algorithms, [int(s) for s in _SEEDS.value],
                              _WORKDIR.value, reuse=_REUSE.value, overwrite=_OVERWRITE.value,
                              report_only=_REPORT_ONLY.value, sweep=_SWEEP.value,
                              hessian=({"k": _HESSIAN.value, "iters": _HESSIAN_ITERS.value,
                                        "max_examples": _HESSIAN_EXAMPLES.value}
                                       if _HESSIAN.value > 0 else None))
+  print(compare.reuse_note(results, _WORKDIR.value) or "", end="")
   markdown = compare.write_reports(results, _WORKDIR.value, config.eval.last_n,
                                    config.eval.target_accuracy, title=config.name)
   where = (f"task {config.task.name}" if is_minimax(config) and config.task.name in

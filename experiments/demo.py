@@ -35,6 +35,8 @@ def main(argv):
     logging.warning("not registered, skipped: %s", skipped)
   t0 = time.time()
   results = compare.run_grid(config, algorithms, [config.seed], _WORKDIR.value)
+  print(compare.reuse_note(results, _WORKDIR.value, f"delete {_WORKDIR.value} to retrain")
+        or "", end="")
   markdown = compare.write_reports(results, _WORKDIR.value, config.eval.last_n,
                                    config.eval.target_accuracy, title=config.name)
   print(f"\nDemo: {config.data.name} ({len(results[algorithms[0]][0]['records'])} rounds, "

@@ -1,4 +1,4 @@
-"""Runs one federated experiment from an ml_collections config.
+r"""Runs one federated experiment from an ml_collections config.
 
     python experiments/run.py --config=configs/fashion_mnist_cnn.py --workdir=runs/fmnist \
         --config.algorithm.name=fedavg --config.rounds=50

@@ -48,6 +48,10 @@ NOT_RUN = {
     "python experiments/run.py --config=configs/femnist_cnn.py":
         "downloads federated EMNIST (network); one round of the config on a tiny file: "
         "tests/test_natural_configs.py",
+    "make docs": "builds the site: tests/test_docs.py runs the same `mkdocs build --strict` and "
+                 "checks the built pages work from disk",
+    ".venv/bin/mkdocs serve": "a web server that runs until stopped; it serves what "
+                              "`mkdocs build` builds (tests/test_docs.py)",
     ".venv/bin/python experiments/landscape.py":
         "reads a finished run of the compare command before it (tests/test_analysis.py runs it)",
 }

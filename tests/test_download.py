@@ -36,6 +36,9 @@ class Behaviour:
     self.cut_after = None    # the first response stops after this many body bytes
     self.ignore_range = False
     self.requests = []       # (path, Range header or None)
+    self.no_length = False   # send no Content-Length (the body ends when the connection does)
+    self.endless = False     # announce 10**12 bytes and send until the client hangs up
+    self.trickle_s = None    # send the body one byte per this many seconds
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -65,7 +68,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
     else:
       self.send_response(200)
     body = data[start:]
-    self.send_header("Content-Length", str(len(body)))
+    if b.endless:
+      self.send_header("Content-Length", str(10**12))
+      self.end_headers()
+      try:
+        while True:
+          self.wfile.write(b"x" * 65536)
+      except OSError:
+        return
+    if b.trickle_s is not None:
+      self.send_header("Content-Length", str(len(body)))
+      self.end_headers()
+      try:
+        for i in range(len(body)):
+          self.wfile.write(body[i:i + 1])
+          self.wfile.flush()
+          time.sleep(b.trickle_s)
+      except OSError:
+        pass
+      return
+    if b.no_length:
+      self.close_connection = True
+    else:
+      self.send_header("Content-Length", str(len(body)))
     self.end_headers()
     if b.cut_after is not None:
       body, b.cut_after = body[:b.cut_after], None
@@ -346,8 +371,10 @@ def test_offline_file_placed_by_hand_is_used(server, tmp_path):
   # A wrong file placed by hand is refused, not used and not deleted.
   (tmp_path / "downloads" / "emnist_all.sqlite.lzma").write_bytes(b"junk")
   shutil.rmtree(out)
-  with pytest.raises(DataError, match="delete it to download it again"):
+  with pytest.raises(DataError) as e:
     download.fetch(res, str(tmp_path), download=False)
+  assert str(e.value).endswith(f"delete {tmp_path / 'downloads' / 'emnist_all.sqlite.lzma'} "
+                               "to download it again")
   assert (tmp_path / "downloads" / "emnist_all.sqlite.lzma").exists()
 
 
@@ -388,3 +415,154 @@ def test_registry_entries_are_well_formed():
       assert r.file_name and "/" not in r.file_name, name
   assert download.RESOURCES["cinic10"][0].file_name == "CINIC-10.tar.gz"
   assert download.RESOURCES["federated_emnist"][0].kind == "lzma"
+
+
+# The fault battery: what a captive portal, a broken or hostile server, a corrupt archive and
+# a full disk do to a fetch.
+
+@pytest.mark.parametrize("fault", ["captive_portal", "cut_short_without_length"])
+def test_unpinned_file_is_trusted_only_after_it_unpacks(server, tmp_path, fault):
+  good = lzma.compress(PAYLOAD)
+  url = _serve(server, "/so.sqlite.lzma",
+               b"<html>Sign in to the hotel Wi-Fi</html>" if fault == "captive_portal"
+               else good)
+  if fault == "cut_short_without_length":
+    server.behaviour.no_length, server.behaviour.cut_after = True, len(good) // 2
+  res = Resource("so", url, kind="lzma")   # no published hash, like Stack Overflow's file
+  with pytest.raises(DataError) as e:
+    download.fetch(res, str(tmp_path))
+  msg = str(e.value)
+  assert "cannot unpack" in msg and "it was deleted and its hash not recorded" in msg
+  assert "\n" not in msg
+  sidecar = tmp_path / "downloads" / "so.sqlite.lzma.sha256"
+  assert not sidecar.exists() and not (tmp_path / "downloads" / "so.sqlite.lzma").exists()
+  # The real file then downloads, unpacks and becomes the trusted one.
+  server.behaviour.files["/so.sqlite.lzma"] = good
+  server.behaviour.no_length = False
+  out = download.fetch(res, str(tmp_path))
+  assert _read(os.path.join(out, "so.sqlite")) == PAYLOAD
+  assert sidecar.read_text().strip() == hashlib.sha256(good).hexdigest()
+
+
+def test_refusal_against_a_recorded_hash_names_the_files_to_delete(server, tmp_path):
+  url = _serve(server, "/a.bin", PAYLOAD)
+  downloads = tmp_path / "downloads"
+  downloads.mkdir()
+  (downloads / "a.bin.sha256").write_text("0" * 64 + "\n")   # recorded from a bad download
+  (downloads / "a.bin").write_bytes(PAYLOAD)
+  with pytest.raises(DataError) as e:
+    download.fetch(Resource("tofu", url), str(tmp_path))
+  msg = str(e.value)
+  assert f"delete {downloads / 'a.bin'} to download it again" in msg
+  assert f"or {downloads / 'a.bin.sha256'} if the hash recorded there" in msg
+  (downloads / "a.bin").unlink()
+  with pytest.raises(DataError) as e:
+    download.fetch(Resource("tofu", url), str(tmp_path), retries=1)
+  assert f"delete {downloads / 'a.bin.sha256'} and rerun" in str(e.value)
+
+
+def test_endless_body_stops_at_the_pinned_size(server, tmp_path):
+  url = _serve(server, "/a.bin", PAYLOAD)
+  server.behaviour.endless = True
+  with pytest.raises(DataError, match=r"announces 1000000000000 bytes, expected 307200 bytes"):
+    download.fetch(Resource("big", url, size=len(PAYLOAD)), str(tmp_path), retries=1)
+  assert not (tmp_path / "downloads" / "a.bin.part").exists()
+
+
+def test_body_longer_than_the_pinned_size_without_length_stops_early(server, tmp_path):
+  url = _serve(server, "/a.bin", PAYLOAD * 40)   # 12 MB with no Content-Length
+  server.behaviour.no_length = True
+  with pytest.raises(DataError, match=r"more than the expected 307200 bytes arrived"):
+    download.fetch(Resource("big", url, size=len(PAYLOAD)), str(tmp_path), retries=1)
+  assert not (tmp_path / "downloads" / "a.bin.part").exists()
+
+
+def test_trickling_server_is_cut_off_by_the_minimum_rate(server, tmp_path, monkeypatch):
+  # 40 bytes/s, far under the minimum rate: the transfer stops after the first window instead
+  # of lasting 2,000 s (each read returns in time, so a socket timeout never fires).
+  url = _serve(server, "/a.bin", PAYLOAD[:80_000])
+  server.behaviour.trickle_s = 0.025
+  with pytest.raises(DataError, match=r"too slow: \d+ bytes in \d+ s, under 1024 bytes/s"):
+    download.fetch(Resource("slow", url), str(tmp_path), retries=1, timeout=0.5)
+  kept = (tmp_path / "downloads" / "a.bin.part").read_bytes()
+  assert 0 < len(kept) < 1000 and PAYLOAD.startswith(kept)   # kept for a resume
+
+
+def _flip(data: bytes, at: int) -> bytes:
+  return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+def test_tar_gz_with_a_bad_crc_is_refused(server, tmp_path):
+  members = {"d/a.txt": b"a" * 3000, "d/b.txt": b"b" * 3000}
+  good = _tar_gz(members)
+  # Flip a byte of the gzip trailer's CRC-32: every member decompresses, only the CRC differs.
+  url = _serve(server, "/set.tar.gz", _flip(good, len(good) - 6))
+  with pytest.raises(DataError) as e:
+    download.fetch(Resource("set", url, kind="tar.gz"), str(tmp_path))
+  assert "cannot unpack" in str(e.value) and "CRC" in str(e.value)
+  assert not (tmp_path / "set").exists()
+
+
+def test_tar_with_a_garbled_second_header_is_refused(server, tmp_path):
+  raw = io.BytesIO()
+  with tarfile.open(fileobj=raw, mode="w") as tar:
+    for name in ("a.txt", "b.txt"):
+      info = tarfile.TarInfo(name)
+      info.size = 600
+      tar.addfile(info, io.BytesIO(b"z" * 600))
+  data = _flip(raw.getvalue(), 512 + 1024 + 3)   # inside b.txt's header: tarfile stops there
+  url = _serve(server, "/set.tar", data)
+  with pytest.raises(DataError, match="garbled or truncated header after 1 member"):
+    download.fetch(Resource("set", url, kind="tar"), str(tmp_path))
+  truncated = raw.getvalue()[:512 + 1024 + 100]
+  url = _serve(server, "/cut.tar", truncated)
+  with pytest.raises(DataError, match="garbled or truncated header after 1 member"):
+    download.fetch(Resource("cut", url, kind="tar"), str(tmp_path))
+
+
+def test_write_error_while_unpacking_keeps_the_good_archive(server, tmp_path, monkeypatch):
+  import errno
+  url = _serve(server, "/set.tar.gz", _tar_gz({"a.txt": b"a" * 100}))
+  def too_large(*args, **kwargs):
+    raise OSError(errno.EFBIG, "File too large")
+  monkeypatch.setattr(tarfile.TarFile, "makefile", too_large)
+  with pytest.raises(DataError) as e:
+    download.fetch(Resource("set", url, kind="tar.gz"), str(tmp_path))
+  msg = str(e.value)
+  assert "cannot write the unpacked files" in msg and "File too large" in msg
+  assert "is kept (it is not at fault)" in msg and "delete" not in msg
+  assert (tmp_path / "downloads" / "set.tar.gz").exists()
+  monkeypatch.undo()
+  out = download.fetch(Resource("set", url, kind="tar.gz"), str(tmp_path))
+  assert _read(os.path.join(out, "a.txt")) == b"a" * 100
+  assert len(server.behaviour.requests) == 1   # the kept download was used
+
+
+def test_no_network_is_not_retried(tmp_path, monkeypatch):
+  import urllib.error
+  import urllib.request
+  calls = []
+  def offline(*args, **kwargs):
+    calls.append(args)
+    raise urllib.error.URLError(socket.gaierror(-3, "Temporary failure in name resolution"))
+  monkeypatch.setattr(urllib.request, "urlopen", offline)
+  with pytest.raises(DataError) as e:
+    download.fetch_dataset("stackoverflow", str(tmp_path), retries=3)
+  msg = str(e.value)
+  assert len(calls) == 1 and "name resolution" in msg
+  # Offline, the message names every file Stack Overflow needs, not only the SQLite one.
+  assert "put stackoverflow.sqlite.lzma and stackoverflow.word_count.tar.bz2 in" in msg
+
+
+def test_a_lone_failure_is_one_line_and_retries_are_announced(server, tmp_path, caplog):
+  url = _closed_port_url()
+  with caplog.at_level(logging.WARNING, logger=download.__name__):
+    with pytest.raises(DataError):
+      download.fetch(Resource("x", url), str(tmp_path), retries=1)
+  assert not caplog.records                      # the error itself is the one line
+  good = _serve(server, "/a.bin", PAYLOAD)
+  server.behaviour.corrupt_first = 1
+  with caplog.at_level(logging.WARNING, logger=download.__name__):
+    download.fetch(Resource("y", good, sha256=SHA), str(tmp_path))
+  (record,) = caplog.records
+  assert "attempt 1 of 3 failed" in record.getMessage() and "retrying" in record.getMessage()

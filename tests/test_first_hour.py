@@ -49,10 +49,14 @@ def test_a_workdir_that_is_an_existing_file(tmp_path):
 
 
 def test_an_unprepared_tfds_dataset(tmp_path):
-  line = one_error_line(run(f"--config={DEMO}", "--config.data.source=tfds",
-                            "--config.data.name=cifar10", f"--config.data.path={tmp_path}"))
+  proc = run(f"--config={DEMO}", "--config.data.source=tfds", "--config.data.name=cifar10",
+             f"--config.data.path={tmp_path}")
+  line = one_error_line(proc)
   assert "data.name='cifar10'" in line and "not prepared" in line and str(tmp_path) in line
-  assert "tfds build cifar10" in line
+  assert "tfds build cifar10 --file_format=array_record" in line
+  # No TFDS log lines before it (one of them falsely said the dataset was already prepared).
+  assert "already prepared" not in proc.stderr and "dataset_info.json" not in proc.stderr
+  assert not [l for l in proc.stderr.splitlines() if "tfds" in l.lower() and l != line]
 
 
 def test_a_bad_value_is_reported_as_itself_before_the_workdir_is_compared(tmp_path):
@@ -73,7 +77,7 @@ def test_the_eta_after_the_first_round_excludes_compilation():
   now[0] = 100.0                      # round 1: 99 s of compilation + 1 s of training
   first = bar.update(1, record)
   assert bar.eta_s(1) is None and "eta after the next round" in first
-  assert "first round 100.0 s (compile)" in first
+  assert "first round 1 min 40 s (compile)" in first
   for done in range(2, 6):            # steady rounds of 1 s each
     now[0] += 1.0
     line = bar.update(done, record)
@@ -87,6 +91,52 @@ def test_the_eta_after_the_first_round_excludes_compilation():
   now[0] = 52.0
   resumed.update(8, record)
   assert resumed.eta_s(8) == pytest.approx(4.0)  # 2 rounds left x 2 s
+
+
+def test_the_progress_line_fits_80_columns_with_the_eta_kept():
+  now = [0.0]
+  out = io.StringIO()
+  bar = Progress(total=500, every=1, stream=out, clock=lambda: now[0], width=80)
+  assert bar.live
+  record = {"train_loss": 0.4645, "round_time_s": 0.04, "test_accuracy": 0.8478}
+  lines = []
+  for done in range(1, 501):
+    now[0] += 4.0 if done == 1 else 1.5
+    lines.append(bar.update(done, record))
+  drawn = out.getvalue()
+  assert drawn.endswith("\n") and drawn.count("\n") == 1   # one line, redrawn in place
+  frames = drawn.rstrip("\n").split("\r")[1:]
+  assert len(frames) == 500 and {len(f) for f in frames} == {79}   # never wraps or jumps
+  for line in lines[1:]:
+    assert len(line) <= 79 and "eta " in line and "elapsed " in line, line
+    assert re.match(r"^\[[# ]{10}\] round +\d+/500 \| acc 0\.8478 \| ", line), line
+  assert "eta 12 min 27 s" in lines[1] and lines[-1].startswith("[##########] round 500/500")
+  assert ", acc" not in drawn                     # no stray comma
+  # Narrower still: the round and the ETA survive, the least useful fields go first.
+  narrow = Progress(total=500, stream=io.StringIO(), clock=lambda: now[0], width=40)
+  narrow.update(1, record)
+  now[0] += 100
+  line = narrow.update(2, record)
+  assert line.startswith("round   2/500 | ") and "eta " in line and len(line) <= 39
+
+
+def test_the_progress_falls_back_to_log_lines_when_the_terminal_size_is_unknown():
+  import fcntl
+  import struct
+  import termios
+  master, slave = os.openpty()           # a fresh pty is 0x0, as under `script -q -c ...`
+  try:
+    with os.fdopen(slave, "w", closefd=False) as tty:
+      bar = Progress(total=3, stream=tty)
+      assert not bar.live
+      line = bar.update(1, {"train_loss": 1.0, "round_time_s": 1.0, "test_accuracy": 0.5})
+      assert line.startswith("round 1/3 | acc 0.5 | ")   # logged: absl's log line
+      fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+      assert Progress(total=3, stream=tty).width == 80
+  finally:
+    os.close(master)
+    os.close(slave)
+  assert Progress(total=3, stream=io.StringIO()).live is False   # not a terminal
 
 
 def _tiny_grid_config():
@@ -110,6 +160,11 @@ def test_compare_reuses_finished_runs_by_default_and_retrains_with_overwrite(tmp
   again = compare.run_grid(config, ["fedavg"], [0], str(tmp_path), progress=False)
   assert calls == []                                   # read back, not retrained
   assert again["fedavg"][0]["records"] == first["fedavg"][0]["records"]
+  assert again["fedavg"][0]["reused"] and not first["fedavg"][0]["reused"]
+  assert compare.reuse_note(first, str(tmp_path)) is None   # a second `make demo` says so:
+  assert compare.reuse_note(again, str(tmp_path), "delete it to retrain") == (
+      f"Reused all 1 finished run(s) in {tmp_path} instead of training again (delete it to "
+      "retrain)\n")
   (tmp_path / "fedavg" / "seed_0" / "marker").write_text("x")
   redone = compare.run_grid(config, ["fedavg"], [0], str(tmp_path), progress=False,
                             overwrite=True)
@@ -183,3 +238,167 @@ def test_pip_install_from_a_clone_builds_a_complete_wheel(tmp_path):
   meta = next(n for n in names if n.endswith("METADATA"))
   text = zipfile.ZipFile(tmp_path / wheel).read(meta).decode()
   assert "Provides-Extra: cuda13" in text and "Provides-Extra: cuda12" in text
+
+
+# Help, exit codes, quiet logs, interrupts, run folders, a full disk: in-process (the entry
+# points' wrappers are called directly; one tiny compiled run shared by the checks below).
+
+def test_help_exits_0_and_keeps_the_example_line_continuations(monkeypatch, capsys):
+  import ast                                            # pylint: disable=g-import-not-at-top
+  import types                                          # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import cli                 # pylint: disable=g-import-not-at-top
+  for script in ("run.py", "compare.py", "demo.py", "landscape.py", "hessian.py",
+                 "analyse.py"):
+    path = os.path.join(ROOT, "experiments", script)
+    source = open(path).read()
+    first = ast.parse(source).body[0]
+    shown = ast.get_docstring(ast.parse(source), clean=False)
+    written = ast.get_source_segment(source, first)
+    if "\\\n" in written:     # a shell continuation in the example lines must survive
+      assert "\\\n" in shown, f"{script}: make the docstring raw (r\"\"\"...) to keep its `\\`"
+  doc = ast.get_docstring(ast.parse(open(RUN).read()), clean=False)
+  monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__", doc))
+  for flag in ("--help", "-h"):
+    with pytest.raises(SystemExit) as e:
+      cli.flags_parser(["run.py", flag])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--workdir=runs/fmnist \\\n        --config.algorithm.name=fedavg" in out
+
+
+def _guarded_exit(error, capsys, monkeypatch, verbose=False):
+  """(exit code, non-empty stderr lines) of `cli.guarded` around a main raising `error`."""
+  from absl import logging as absl_logging              # pylint: disable=g-import-not-at-top
+  import logging as std_logging                         # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import cli                 # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(cli, "_SHOW_LIBRARY_LOGS", False)
+  if verbose:
+    monkeypatch.setenv("FEDJAX_SHARP_TRACEBACK", "1")
+  else:
+    monkeypatch.delenv("FEDJAX_SHARP_TRACEBACK", raising=False)
+  level, jax_level = absl_logging.get_verbosity(), std_logging.getLogger("jax").level
+  absl_level = std_logging.getLogger("absl").level
+
+  def main(argv):
+    raise error
+  try:
+    with pytest.raises(SystemExit) as e:
+      cli.guarded(main)(["x"])
+  finally:
+    absl_logging.set_verbosity(level)
+    std_logging.getLogger("absl").setLevel(absl_level)
+    std_logging.getLogger("jax").setLevel(jax_level)
+  return e.value.code, [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+
+
+def test_usage_errors_are_one_line_exit_2_and_verbose_keeps_the_code(capsys, monkeypatch):
+  from absl import app                                  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.algorithms.registry import ALGORITHMS  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.errors import DataError             # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import compare             # pylint: disable=g-import-not-at-top
+  code, lines = _guarded_exit(app.UsageError("--config is required, e.g. "
+                                             "--config=configs/demo.py"), capsys, monkeypatch)
+  assert code == 2 and lines == ["error: --config is required, e.g. --config=configs/demo.py "
+                                 "(--help lists the flags)"]
+  with pytest.raises(ValueError) as e:
+    compare.check_algorithms(["fedavg", "fedgtm"], ALGORITHMS)
+  assert "\n" not in str(e.value) and "'fedgtm' is not a registered algorithm; did you mean " \
+      "'fedgmt'" in str(e.value)
+  code, lines = _guarded_exit(e.value, capsys, monkeypatch)
+  assert code == 2 and len(lines) == 1 and lines[0].startswith("error: --algorithms: 'fedgtm'")
+  # --verbose (FEDJAX_SHARP_TRACEBACK=1) adds the traceback, not a different exit code.
+  code, lines = _guarded_exit(DataError("data.path: no such file"), capsys, monkeypatch,
+                              verbose=True)
+  assert code == 2 and lines[0].startswith("Traceback") and lines[-1] == \
+      "error: data.path: no such file"
+
+
+def test_variant_folders_have_no_stray_separators(tmp_path):
+  from fedjax_sharp.training import compare             # pylint: disable=g-import-not-at-top
+  assert compare.variant_dir_name("fedavg") == "fedavg"
+  assert compare.variant_dir_name("my_fedprox[decay_mu=0.1]") == "my_fedprox-decay_mu=0.1"
+  assert compare.variant_dir_name("fedgloss[client_optimizer='sam',rho=0.05]") == \
+      "fedgloss-client_optimizer=sam-rho=0.05"
+  # A grid started by an older release (its folder 'scaffold_local.lr=0.05_') is still found.
+  (tmp_path / "scaffold_local.lr=0.05_").mkdir()
+  assert compare.variant_dir(str(tmp_path), "scaffold[local.lr=0.05]") == \
+      str(tmp_path / "scaffold_local.lr=0.05_")
+  assert compare.variant_dir(str(tmp_path), "fedprox[mu=0.1]") == str(tmp_path / "fedprox-mu=0.1")
+
+
+def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_run_resumes_exactly(
+    tmp_path, monkeypatch, capsys, caplog):
+  import contextlib                                     # pylint: disable=g-import-not-at-top
+  import logging as std_logging                         # pylint: disable=g-import-not-at-top
+  import shutil                                         # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.errors import WorkdirError          # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import checkpoints, loop   # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import recorder            # pylint: disable=g-import-not-at-top
+  config = _tiny_grid_config()
+  config.rounds, config.checkpoint_every = 4, 2
+  exp = loop.build_experiment(config)    # built and compiled once for the four runs below
+  # Quiet logs: one short INFO line per run; the 'auto' explanations are DEBUG (--verbose).
+  with caplog.at_level(std_logging.INFO):
+    straight = loop.run(config, str(tmp_path / "straight"), progress=False,
+                        experiment=exp)
+  ours = [r for r in caplog.records if "fedjax_sharp" in r.pathname
+          and r.levelno >= std_logging.INFO]
+  assert ours and all(len(r.getMessage()) < 100 for r in ours), [r.getMessage() for r in ours]
+  assert not any("'auto' ->" in r.getMessage() for r in ours)
+
+  real = checkpoints._manager
+  orbax_error = ("RESOURCE_EXHAUSTED: Error writing \"d/ocdbt.process_0/d/ab12\" in OCDBT "
+                 "database at local file \"/w/checkpoints/4.orbax-checkpoint-tmp/\"\n" +
+                 "\n".join(f"  traceback line {i}" for i in range(100)))
+
+  @contextlib.contextmanager
+  def full_at_round_4(workdir, keep):
+    with real(workdir, keep) as manager:
+      save = manager.save
+      def failing(step, *args, **kwargs):
+        if step == 4:
+          raise ValueError(orbax_error)
+        return save(step, *args, **kwargs)
+      manager.save = failing
+      yield manager
+  monkeypatch.setattr(checkpoints, "_manager", full_at_round_4)
+  work = tmp_path / "small_disk"
+  with pytest.raises(WorkdirError) as e:
+    loop.run(config, str(work), progress=False, experiment=exp)
+  msg = str(e.value)
+  assert "\n" not in msg and len(msg) < 220 + len(str(work)), msg
+  assert msg.startswith(f"--workdir={work}: the disk is full") and "round 2" in msg
+  code, lines = _guarded_exit(e.value, capsys, monkeypatch)
+  assert code == 2 and lines == [f"error: {msg}"]
+  assert json.load(open(work / "summary.json"))["status"] == "failed"
+  assert len(open(work / "metrics.jsonl").readlines()) == 4
+  assert checkpoints.latest_round(str(work)) == 2
+  monkeypatch.setattr(checkpoints, "_manager", real)
+
+  # An interrupt names the checkpoint a rerun resumes from (or says there is none).
+  def interrupted(self, t, *args, **kwargs):
+    raise KeyboardInterrupt
+  with monkeypatch.context() as m:
+    m.setattr(recorder.RunRecorder, "record_round", interrupted)
+    with pytest.raises(KeyboardInterrupt) as stop:
+      loop.run(config, str(work), progress=False, experiment=exp)
+  assert stop.value.last_checkpoint == 2
+  code, lines = _guarded_exit(stop.value, capsys, monkeypatch)
+  assert code == 130 and lines == ["interrupted (SIGINT); rerun the same command to resume "
+                                   "from the checkpoint of round 2"]
+  stop.value.last_checkpoint = None
+  code, lines = _guarded_exit(stop.value, capsys, monkeypatch)
+  assert "no checkpoint had been written" in lines[0] and "resume" not in lines[0]
+
+  # Moved to a disk with room, the same run resumes from round 2 and ends as if never stopped.
+  moved = tmp_path / "big_disk"
+  shutil.move(str(work), str(moved))
+  resumed = loop.run(config, str(moved), progress=False, experiment=exp)
+  assert resumed["status"] == "completed"
+  records = [json.loads(l) for l in open(moved / "metrics.jsonl")]
+  expected = [json.loads(l) for l in open(tmp_path / "straight" / "metrics.jsonl")]
+  assert [r["round"] for r in records] == [0, 1, 2, 3]
+  for got, want in zip(records, expected):
+    assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-6)
+    assert got["test_accuracy"] == pytest.approx(want["test_accuracy"])
+  assert resumed["final_test_accuracy"] == pytest.approx(straight["final_test_accuracy"])

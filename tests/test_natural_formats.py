@@ -461,3 +461,15 @@ def test_tff_sqlite_errors_name_the_file_and_the_client(tmp_path):
   with pytest.raises(DataError) as e:
     N.load_tff_stackoverflow(so, word_counts_path=str(wc))
   one_line_error(e, str(wc), "line 2", "twice")
+
+
+def test_leaf_nan_pixel_is_named(tmp_path):
+  pixels = femnist_pixels(0, 0)
+  pixels[29] = float("nan")
+  base = tmp_path / "nan"
+  write_leaf(base / "train" / "t.json", {"u": ([femnist_pixels(3, 3), pixels], [1, 2])})
+  write_leaf(base / "test" / "t.json", {"u": ([femnist_pixels(0, 0)], [1])})
+  with pytest.raises(DataError) as e:
+    N.load_leaf(str(base), "femnist")
+  one_line_error(e, "1 float pixel(s) are nan", "image 1, at (1, 1, 0)")
+  assert "got 0" not in str(e.value)    # not a misleading range

@@ -1,4 +1,4 @@
-"""FedCM (Xu et al. 2021, client-level momentum) and MoFedSAM (Qu et al., ICML 2022, seed 001).
+"""FedCM (Xu et al. 2021, client-level momentum) and MoFedSAM (Qu et al., ICML 2022).
 
 Server state: `w` and the global momentum `Delta` in gradient units (`Delta^0 = 0`). Round r,
 client i receives `(w^r, Delta^r)` (2 model-sized vectors down) and from `w^r`:
@@ -117,6 +117,10 @@ def _mofedsam_client(config, name, *,
                                                   gradient="sam", rho=float(rho), owner=name)
 
 
+# The paper the docs page cites (title in quotes).
+_PAPER = (
+    '"Generalized Federated Learning via Sharpness Aware Minimization"')
+
 registration.register("mofedsam", fed_cm, client=_mofedsam_client, title="MoFedSAM",
-                      paper="Qu et al., ICML 2022 (seed 001)")
+                      paper=f"Qu et al., {_PAPER}, ICML 2022")
 build_mofedsam = registration.builder("mofedsam")

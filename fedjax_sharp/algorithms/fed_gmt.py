@@ -241,9 +241,14 @@ def fed_gmt_v2(apply_fn: common.ApplyFn, client_optimizer, gamma: Gamma = 1.0, t
                   v2_ema_init=v2_ema_init, name=name)
 
 
+# The paper the docs page cites (title in quotes).
+_PAPER = (
+    '"One Arrow, Two Hawks: Sharpness-aware Minimization for Federated Learning via '
+    'Global Model Trajectory"')
+
 registration.register("fedgmt", fed_gmt, client="sgd", title="FedGMT",
-                      paper="Li et al., ICML 2025 (seed 002), Algorithm 1")
+                      paper=f"Li et al., {_PAPER}, ICML 2025, Algorithm 1")
 registration.register("fedgmt_v2", fed_gmt_v2, client="sgd", title="FedGMT-v2",
-                      paper="Li et al., ICML 2025 (seed 002), Section 3.3")
+                      paper=f"Li et al., {_PAPER}, ICML 2025, Section 3.3")
 build_fed_gmt = registration.builder("fedgmt")
 build_fed_gmt_v2 = registration.builder("fedgmt_v2")

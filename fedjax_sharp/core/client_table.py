@@ -190,7 +190,7 @@ def resolve(mode: str, algorithm, params, num_clients: int, budget_mb: float = 0
   if mode != "auto":
     return mode
   if jax.process_count() > 1:
-    logging.info("engine.client_table 'auto' -> device: a multi-process mesh holds the table on "
+    logging.debug("engine.client_table 'auto' -> device: a multi-process mesh holds the table on "
                  "its devices (a host table cannot span processes)")
     return "device"
   per_row = sum(int(np.prod(r.shape)) * np.dtype(r.dtype).itemsize for r in jax.tree.leaves(row))
@@ -203,12 +203,12 @@ def resolve(mode: str, algorithm, params, num_clients: int, budget_mb: float = 0
     else:
       source = "the given memory size"
     if memory_bytes is None:
-      logging.info("engine.client_table 'auto' -> device: %s", source)
+      logging.debug("engine.client_table 'auto' -> device: %s", source)
       return "device"
     budget = TABLE_MEMORY_FRACTION * memory_bytes
     source = f"{TABLE_MEMORY_FRACTION:.0%} of {memory_bytes / 2 ** 30:.1f} GiB, {source}"
   choice = "host" if dense > budget else "device"
-  logging.info("engine.client_table 'auto' -> %s: the dense table of %d clients takes %.1f MiB, "
-               "the budget is %.1f MiB (%s)", choice, num_clients, dense / 2 ** 20,
-               budget / 2 ** 20, source)
+  logging.debug("engine.client_table 'auto' -> %s: the dense table of %d clients takes %.1f "
+                "MiB, the budget is %.1f MiB (%s)", choice, num_clients, dense / 2 ** 20,
+                budget / 2 ** 20, source)
   return choice

@@ -116,7 +116,7 @@ class RoundEngine:
                footprint: Footprint | None = None):
     execution.validate()
     if "auto" in (execution.client_strategy, execution.local_loop):
-      logging.info("engine 'auto' -> %s", execution.reason(footprint=footprint))
+      logging.debug("engine 'auto' -> %s", execution.reason(footprint=footprint))
     if client_table not in ("device", "host"):
       raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
     self.client_table = client_table

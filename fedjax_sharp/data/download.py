@@ -25,7 +25,18 @@ Why each step:
 * The file is checked against its size, MD5 and SHA-256 where published (the registry says
   where each pin comes from); a mismatch deletes it and retries, then fails with one line naming
   the URL and both hashes. A file with no published SHA-256 is trusted on first use: its hash
-  goes to `<file>.sha256` beside it, with a warning, and is enforced from then on.
+  goes to `<file>.sha256` beside it, with a warning, and is enforced from then on; it is
+  recorded only once the file has unpacked and been read to its end, so a captive portal's HTML
+  page or a body cut short is never what later downloads are held to. A refusal names the
+  exact files to delete.
+* A transfer stops early when it exceeds the pinned size or its Content-Length, and when it
+  runs slower than `_MIN_RATE` bytes/s over a `timeout` window (a server trickling a byte a
+  second defeats a socket timeout). A download that fails because there is no network (no DNS,
+  network unreachable) is not retried.
+* Compressed archives are read to the end of the stream, so the gzip/bzip2/xz checksum is
+  verified, and a tar that ends in a garbled or truncated header is refused (tarfile alone stops
+  there silently). A write error while unpacking (disk full, file too large) is told apart from
+  a bad archive: the download is kept.
 * Archives are unpacked into a temporary sibling directory renamed into place, so a crash (even
   SIGKILL) never leaves a partial dataset: the next call removes the temporary directory and
   unpacks again from the kept download. Members landing outside the directory (`..`, absolute
@@ -38,6 +49,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import dataclasses
+import errno
 import glob
 import gzip
 import hashlib
@@ -48,6 +60,7 @@ import lzma
 import os
 import posixpath
 import shutil
+import socket
 import stat
 import tarfile
 import tempfile
@@ -55,6 +68,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from typing import Sequence
 
 from fedjax_sharp.errors import DataError
@@ -74,6 +88,11 @@ _SINGLE = {"lzma": lzma.open, "xz": lzma.open, "bz2": bz2.open, "gz": gzip.open}
 _CHUNK = 1 << 20
 _BACKOFF_S = 1.0            # sleep before retry k: k * _BACKOFF_S
 _PROGRESS_EVERY_S = 10.0
+_MIN_RATE = 1024            # bytes/s: a transfer slower than this over `timeout` seconds stops
+_TAR_OPEN = {"tar": open, "tar.gz": gzip.open, "tgz": gzip.open, "tar.bz2": bz2.open,
+             "tar.xz": lzma.open}
+# Offline, a dataset's message also names the files that loading it needs next.
+_NEEDS_ALSO = {"stackoverflow": ("stackoverflow_word_count",)}
 _MARKER = ".complete"
 
 
@@ -149,17 +168,20 @@ def fetch_dataset(name: str, cache_dir: str | None = None, **kwargs) -> str:
   """`fetch` of a known dataset by name (see the module docstring for what the path holds)."""
   if name not in RESOURCES:
     raise DataError(f"unknown dataset {name!r}; known: {', '.join(sorted(RESOURCES))}")
-  return fetch(RESOURCES[name], cache_dir, name=name, **kwargs)
+  also = tuple(r for other in _NEEDS_ALSO.get(name, ()) for r in RESOURCES[other])
+  return fetch(RESOURCES[name], cache_dir, name=name, also=also, **kwargs)
 
 
 def fetch(resource: Resource | Sequence[Resource], cache_dir: str | None = None, *,
           name: str | None = None, retries: int = 3, timeout: float = 60.0,
-          keep_archive: bool = False, download: bool = True) -> str:
+          keep_archive: bool = False, download: bool = True,
+          also: Sequence[Resource] = ()) -> str:
   """Returns `<cache_dir>/<name>`, the complete unpacked resource(s), fetching what is missing.
 
   `name` defaults to the (first) resource's name. `download=False` never touches the network:
   the files must be complete or already in `<cache_dir>/downloads/`. `keep_archive` keeps the
-  downloaded files after unpacking (their `.sha256` records are always kept).
+  downloaded files after unpacking (their `.sha256` records are always kept). `also`: other
+  resources that using this one needs (named in the offline message only).
   """
   resources = (resource,) if isinstance(resource, Resource) else tuple(resource)
   name = name or resources[0].name
@@ -174,13 +196,24 @@ def fetch(resource: Resource | Sequence[Resource], cache_dir: str | None = None,
     for stale in glob.glob(os.path.join(cache_dir, f".{name}.tmp-*")):
       _log.info("%s: removing %s left by an interrupted extraction", name, stale)
       shutil.rmtree(stale, ignore_errors=True)
-    files = [_obtain(r, name, cache_dir, retries, timeout, download) for r in resources]
+    files = [_obtain(r, name, cache_dir, retries, timeout, download, also) for r in resources]
     tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=cache_dir)
     try:
-      for r, (path, _) in zip(resources, files):
-        _log.info("%s: unpacking %s", name, path)
-        _unpack(r, path, tmp, name)
-      record = {r.file_name: sha for r, (_, sha) in zip(resources, files)}
+      for r, got in zip(resources, files):
+        _log.info("%s: unpacking %s", name, got.path)
+        try:
+          _unpack(r, got.path, tmp, name)
+        except _BadArchive as e:
+          raise DataError(f"{name}: cannot unpack {got.path} ({e}); "
+                          f"{_delete_advice(got)}") from None
+        except _WriteError as e:
+          raise DataError(f"{name}: cannot write the unpacked files in {cache_dir} ({e}); "
+                          f"the download {got.path} is kept (it is not at fault): free space "
+                          f"there or set {CACHE_ENV} to another directory, and rerun") from None
+      for got in files:   # unpacked and read to the end: now its hash may be trusted
+        if got.pending:
+          _trust(got, name)
+      record = {r.file_name: got.sha for r, got in zip(resources, files)}
       atomic_write_bytes(os.path.join(tmp, _MARKER), json.dumps(record).encode())
       if os.path.lexists(final):  # incomplete, or made from files whose pin has changed
         shutil.rmtree(final)
@@ -189,10 +222,31 @@ def fetch(resource: Resource | Sequence[Resource], cache_dir: str | None = None,
       shutil.rmtree(tmp, ignore_errors=True)
       raise
     if not keep_archive:
-      for path, _ in files:
+      for got in files:
         with contextlib.suppress(FileNotFoundError):
-          os.remove(path)
+          os.remove(got.path)
   return final
+
+
+@dataclasses.dataclass
+class _Obtained:
+  path: str
+  sha: str
+  sidecar: str
+  pending: bool      # no published or recorded SHA-256 yet: record it once it unpacks
+  recorded: bool     # checked against the hash in `sidecar` (recorded at a first download)
+  downloaded: bool   # by this call (not found in downloads/)
+  md5_ok: bool       # an md5 was published and matched
+
+
+def _delete_advice(got: _Obtained) -> str:
+  if got.pending and got.downloaded:   # never trusted: the next call downloads it afresh
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(got.path)
+    return "it was deleted and its hash not recorded; rerun to download it again"
+  if got.recorded:
+    return f"delete {got.path} and {got.sidecar} to download it again"
+  return f"delete {got.path} to download it again"
 
 
 def _is_complete(final: str, resources: Sequence[Resource]) -> bool:
@@ -236,9 +290,16 @@ def _problem(r: Resource, path: str, expected: str | None, sidecar: str) -> tupl
   return sha, None
 
 
+def _no_network(e: BaseException) -> bool:
+  """No DNS or no route: retrying the same host at once will not help."""
+  reason = e.reason if isinstance(e, urllib.error.URLError) else e
+  return isinstance(reason, socket.gaierror) or (
+      isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH))
+
+
 def _obtain(r: Resource, name: str, cache_dir: str, retries: int, timeout: float,
-            download: bool) -> tuple[str, str]:
-  """(path, sha256) of the verified file in `<cache_dir>/downloads/`, downloading it if absent."""
+            download: bool, also: Sequence[Resource] = ()) -> _Obtained:
+  """The verified file in `<cache_dir>/downloads/`, downloading it if absent."""
   ddir = os.path.join(cache_dir, "downloads")
   os.makedirs(ddir, exist_ok=True)
   path = os.path.join(ddir, r.file_name)
@@ -247,51 +308,74 @@ def _obtain(r: Resource, name: str, cache_dir: str, retries: int, timeout: float
   if expected is None and os.path.exists(sidecar):
     with open(sidecar) as f:
       expected = f.read().strip()
-  offline = f"download {r.urls[0]} elsewhere and put {r.file_name} in {ddir}"
+  recorded = expected is not None and r.sha256 is None
+  wanted = (r,) + tuple(also)
+  offline = (f"download {' and '.join(x.urls[0] for x in wanted)} elsewhere and put "
+             f"{' and '.join(x.file_name for x in wanted)} in {ddir}")
   if os.path.exists(path):
     sha, problem = _problem(r, path, expected, sidecar)
     if problem:
-      raise DataError(f"{name}: {path} {problem}; delete it to download it again")
-    return path, _trust(r, name, path, sidecar, sha, expected)
+      advice = (f"delete {path} to download it again, or {sidecar} if the hash recorded "
+                f"there came from a bad download" if recorded else
+                f"delete {path} to download it again")
+      raise DataError(f"{name}: {path} {problem}; {advice}")
+    return _Obtained(path, sha, sidecar, pending=expected is None, recorded=recorded,
+                     downloaded=False, md5_ok=r.md5 is not None)
   if not download:
     raise DataError(f"{name}: {r.file_name} is not in {cache_dir} and downloading is off "
                     f"(data.download=False); set data.download=True, or {offline}")
-  part, failure = path + ".part", ""
+  part, failure, unreachable = path + ".part", "", set()
   for attempt in range(max(1, retries)):
-    url = r.urls[attempt % len(r.urls)]
-    if attempt:
-      time.sleep(_BACKOFF_S * attempt)
+    live = [u for u in r.urls if u not in unreachable]
+    if not live:
+      break
+    url = live[attempt % len(live)]
+    if attempt:   # said only when a retry follows: a lone failure is the error's one line
+      _log.warning("%s: attempt %d of %d failed (%s); retrying", name, attempt, retries,
+                   failure.split("; looked in")[0])
+      if not unreachable:
+        time.sleep(_BACKOFF_S * attempt)
     try:
       _download(url, part, timeout, name, r.size)
     except (http.client.HTTPException, OSError, _ShortRead) as e:  # OSError: URLError, sockets
       why = f"cannot download {url} ({_reason(e)})"
-      _log.warning("%s: attempt %d of %d: %s", name, attempt + 1, retries, why)
       failure = f"{why}; looked in {cache_dir}; offline: {offline}"
+      if _no_network(e):
+        unreachable.add(url)
       continue
     sha, problem = _problem(r, part, expected, sidecar)
     if problem:
       failure = f"{url} gave a file that {problem}, after {attempt + 1} attempt(s)"
-      _log.warning("%s: %s; deleting it", name, failure)
+      if recorded:
+        failure += f"; if the recorded hash is the wrong one, delete {sidecar} and rerun"
       os.remove(part)
       continue
     os.replace(part, path)
-    return path, _trust(r, name, path, sidecar, sha, expected)
+    return _Obtained(path, sha, sidecar, pending=expected is None, recorded=recorded,
+                     downloaded=True, md5_ok=r.md5 is not None)
   raise DataError(f"{name}: {failure}")
 
 
-def _trust(r: Resource, name: str, path: str, sidecar: str, sha: str,
-           expected: str | None) -> str:
-  """Records the SHA-256 of a file that has no pinned one (trust on first use)."""
-  if expected is None:
-    atomic_write_bytes(sidecar, (sha + "\n").encode())
-    log = _log.info if r.md5 else _log.warning
-    log("%s: the SHA-256 of %s is not pinned%s; recorded %s in %s and will insist on it "
-        "(trust on first use)", name, path, " (its md5 matched)" if r.md5 else "", sha, sidecar)
-  return sha
+def _trust(got: _Obtained, name: str) -> None:
+  """Records the SHA-256 of a file that has no pinned one (trust on first use), once it has
+  unpacked and been read to its end."""
+  atomic_write_bytes(got.sidecar, (got.sha + "\n").encode())
+  log = _log.info if got.md5_ok else _log.warning
+  log("%s: the SHA-256 of %s is not pinned%s; recorded %s in %s (it unpacked and read "
+      "cleanly) and will insist on it (trust on first use)", name, got.path,
+      " (its md5 matched)" if got.md5_ok else "", got.sha, got.sidecar)
 
 
 class _ShortRead(Exception):
   pass
+
+
+class _BadArchive(Exception):
+  """The downloaded file does not unpack: garbled, truncated or not an archive."""
+
+
+class _WriteError(Exception):
+  """Unpacking failed on the writing side (disk full, file too large, read-only)."""
 
 
 def _reason(e: BaseException) -> str:
@@ -303,7 +387,8 @@ def _reason(e: BaseException) -> str:
 
 def _download(url: str, part: str, timeout: float, name: str, size: int | None) -> None:
   """Appends the rest of `url` to `part` (resuming at its length); raises _ShortRead if the
-  connection ends before the announced length."""
+  connection ends before the announced length, if more arrives than the pinned size (or the
+  Content-Length), or if fewer than `_MIN_RATE * timeout` bytes arrive in `timeout` seconds."""
   have = os.path.getsize(part) if os.path.exists(part) else 0
   headers = {"User-Agent": "fedjax_sharp-download/1"}
   if have:
@@ -325,19 +410,38 @@ def _download(url: str, part: str, timeout: float, name: str, size: int | None) 
       have = 0
     length = response.headers.get("Content-Length", "")
     remaining = int(length) if length.isdigit() else None
-    total = have + remaining if remaining is not None else size
+    if size is not None and remaining is not None and have + remaining != size:
+      if have:
+        os.remove(part)
+      raise _ShortRead(f"the server announces {have + remaining} bytes, expected {size} bytes "
+                       "(the pinned size)")
+    limit = size if size is not None else (have + remaining if remaining is not None else None)
+    total = limit
     _log.info("%s: downloading %s (%s)%s", name, url, _mb(total),
               f", resuming at {_mb(have)}" if have else "")
     got, last = 0, time.monotonic()
+    window_start, window_got = last, 0
     with open(part, "ab" if have else "wb") as f:
-      while chunk := response.read(_CHUNK):
+      while chunk := response.read1(_CHUNK):
         try:
           f.write(chunk)
         except OSError as e:  # disk full, read-only: not worth a retry
           raise DataError(f"{name}: cannot write {part} ({e})") from None
         got += len(chunk)
-        if time.monotonic() - last >= _PROGRESS_EVERY_S:
-          last = time.monotonic()
+        window_got += len(chunk)
+        if limit is not None and have + got > limit:
+          f.close()
+          os.remove(part)
+          raise _ShortRead(f"more than the expected {limit} bytes arrived; stopped at "
+                           f"{have + got}")
+        now = time.monotonic()
+        if now - window_start >= timeout:
+          if window_got < _MIN_RATE * (now - window_start):
+            raise _ShortRead(f"too slow: {window_got} bytes in {now - window_start:.0f} s, "
+                             f"under {_MIN_RATE} bytes/s (the partial file is kept and resumed)")
+          window_start, window_got = now, 0
+        if now - last >= _PROGRESS_EVERY_S:
+          last = now
           pct = f" ({100 * (have + got) / total:.0f}%)" if total else ""
           _log.info("%s: %s of %s%s", name, _mb(have + got), _mb(total), pct)
   if remaining is not None and got < remaining:
@@ -355,7 +459,29 @@ def _pause_for_tests() -> None:
     time.sleep(60)
 
 
+class _LastBlock:
+  """A read-only file wrapper that keeps the last header-sized read: tarfile stops silently
+  at a garbled or truncated header after the first member, so the caller checks that the
+  archive ended on a zero block."""
+
+  def __init__(self, f):
+    self.f, self.last = f, None
+
+  def read(self, n=-1):
+    data = self.f.read(n)
+    if n == tarfile.BLOCKSIZE:
+      self.last = data
+    return data
+
+  def seek(self, *args):
+    return self.f.seek(*args)
+
+  def tell(self):
+    return self.f.tell()
+
+
 def _unpack(r: Resource, src: str, dest: str, name: str) -> None:
+  """Raises _BadArchive or _WriteError (or DataError for a refused member)."""
   try:
     if r.kind is None:
       try:
@@ -376,21 +502,34 @@ def _unpack(r: Resource, src: str, dest: str, name: str) -> None:
           if i == 0:
             _pause_for_tests()
     else:
-      with tarfile.open(src, "r:*") as tar:
-        for i, member in enumerate(tar):
-          _check_member(member.name, src, name)
-          if member.issym() or member.islnk():
-            base = posixpath.dirname(member.name) if member.issym() else ""
-            _check_member(posixpath.join(base, member.linkname), src, name, member.name)
-          elif not (member.isfile() or member.isdir()):
-            raise DataError(f"{name}: {src} member {member.name!r} is a device or pipe; "
-                            "refusing to extract it")
-          tar.extract(member, dest, filter="data")
-          if i == 0:
-            _pause_for_tests()
-  except (OSError, EOFError, lzma.LZMAError, tarfile.TarError, zipfile.BadZipFile) as e:
-    raise DataError(f"{name}: cannot unpack {src} ({_reason(e)}); "
-                    "delete it to download it again") from None
+      with _TAR_OPEN[r.kind](src, "rb") as raw:
+        stream = _LastBlock(raw)
+        count = 0
+        with tarfile.open(fileobj=stream, mode="r:") as tar:
+          for i, member in enumerate(tar):
+            _check_member(member.name, src, name)
+            if member.issym() or member.islnk():
+              base = posixpath.dirname(member.name) if member.issym() else ""
+              _check_member(posixpath.join(base, member.linkname), src, name, member.name)
+            elif not (member.isfile() or member.isdir()):
+              raise DataError(f"{name}: {src} member {member.name!r} is a device or pipe; "
+                              "refusing to extract it")
+            tar.extract(member, dest, filter="data")
+            count += 1
+            if i == 0:
+              _pause_for_tests()
+        if stream.last != bytes(tarfile.BLOCKSIZE):
+          raise _BadArchive(f"the tar ends in a garbled or truncated header after {count} "
+                            f"member(s)")
+        while chunk := raw.read(_CHUNK):   # to the end: the gzip/bzip2/xz checksum is checked
+          if chunk.count(0) != len(chunk):
+            raise _BadArchive("data after the end of the tar")
+  except (EOFError, lzma.LZMAError, tarfile.TarError, zipfile.BadZipFile, zlib.error) as e:
+    raise _BadArchive(_reason(e)) from None
+  except OSError as e:
+    if e.errno is None:   # gzip.BadGzipFile, bz2's 'Invalid data stream', CRC failures
+      raise _BadArchive(_reason(e)) from None
+    raise _WriteError(_reason(e)) from None
 
 
 def _check_member(path: str, archive: str, name: str, member: str | None = None) -> None:

@@ -306,9 +306,14 @@ def _pixels_to_uint8(pixels: np.ndarray, invert: bool, what: str) -> np.ndarray:
   if p.ndim != 4:
     raise DataError(f"{what}: pixels must be [n, H, W] or [n, H, W, C], got shape {p.shape}")
   if np.issubdtype(p.dtype, np.floating):
-    if p.size and (not np.all(np.isfinite(p)) or p.min() < -1e-6 or p.max() > 1 + 1e-6):
-      raise DataError(f"{what}: float pixels must lie in [0, 1], got "
-                      f"{np.nanmin(p)}..{np.nanmax(p)}")
+    bad = ~np.isfinite(p)
+    if bad.any():
+      first = tuple(int(i) for i in np.argwhere(bad)[0])
+      raise DataError(f"{what}: {int(bad.sum())} float pixel(s) are {p[first]} (not finite; "
+                      f"the first: image {first[0]}, at {first[1:]}); pixels must lie in "
+                      f"[0, 1]")
+    if p.size and (p.min() < -1e-6 or p.max() > 1 + 1e-6):
+      raise DataError(f"{what}: float pixels must lie in [0, 1], got {p.min()}..{p.max()}")
     q = np.clip(np.rint((1.0 - p if invert else p) * 255.0), 0, 255).astype(np.uint8)
   elif np.issubdtype(p.dtype, np.integer):
     if p.size and (p.min() < 0 or p.max() > 255):

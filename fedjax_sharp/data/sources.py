@@ -448,7 +448,7 @@ def _read_tfds(name: str, data_dir, splits: Sequence[str], keys: Sequence[str],
     raise
   except Exception as e:  # pylint: disable=broad-except
     errors.append(f"tfds.data_source: {type(e).__name__}: {e}")
-    logging.getLogger(__name__).info("tfds.data_source(%r) failed (%s); trying tfds.load",
+    logging.getLogger(__name__).debug("tfds.data_source(%r) failed (%s); trying tfds.load",
                                      name, " ".join(str(e).split()))
   if result is None:
     try:

@@ -206,13 +206,17 @@ def fed_norm_sgda_plus(task, optimizers: PlayerOptimizers, *, gamma_x: GammaX = 
                        snapshot_every=snapshot_every, name=name)
 
 
+# The paper the docs page cites (title in quotes).
+_FESS_PAPER = (
+    '"Stochastic Smoothed Gradient Descent Ascent for Federated Minimax Optimization"')
+
 FACTORIES = {"fess_gda": fess_gda, "local_sgda": local_sgda, "local_sgda_plus": local_sgda_plus,
              "fed_norm_sgda": fed_norm_sgda, "fed_norm_sgda_plus": fed_norm_sgda_plus}
 MINIMAX_ALGORITHMS = tuple(FACTORIES)
 # Derived from the factories' signatures (not a second home).
 DEFAULTS = {name: hyperparameters.defaults(f) for name, f in FACTORIES.items()}
 TITLES = {
-    "fess_gda": ("FESS-GDA", "Shen et al., AISTATS 2024 (seed 004)"),
+    "fess_gda": ("FESS-GDA", "Shen et al., " + _FESS_PAPER + ", AISTATS 2024 (arXiv:2311.00944)"),
     "local_sgda": ("Local SGDA", "Deng and Mahdavi, AISTATS 2021; Sharma et al., ICML 2022"),
     "local_sgda_plus": ("Local SGDA+", "Sharma et al., ICML 2022"),
     "fed_norm_sgda": ("Fed-Norm-SGDA", "Sharma et al., TMLR 2023"),

@@ -89,9 +89,41 @@ def save(workdir: str, config, next_round: int, server_state, client_table, byte
           # A host-held table stores its touched rows only: their count shapes the restore.
           "client_table": "host" if host else "device",
           "client_rows": int(len(clients["ids"])) if host else None}
-  with _manager(workdir, keep) as manager:
-    manager.save(int(next_round), args=ocp.args.Composite(
-        state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+  try:
+    with _manager(workdir, keep) as manager:
+      manager.save(int(next_round), args=ocp.args.Composite(
+          state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+  except Exception as e:  # pylint: disable=broad-except
+    why = disk_full(e)
+    if why is None:
+      raise
+    last = latest_round(workdir)
+    kept = f"the checkpoint of round {last}" if last is not None else "the results so far"
+    raise WorkdirError(
+        f"--workdir={workdir}: the disk is full ({why} while writing the checkpoint of round "
+        f"{next_round}); the metrics and {kept} are intact: free space or move the workdir, "
+        f"then rerun the same command to resume") from None
+
+
+_DISK_FULL = ("RESOURCE_EXHAUSTED", "No space left on device", "Disk quota exceeded",
+              "File too large")
+
+
+def disk_full(e: BaseException) -> str | None:
+  """What says the disk is full (ENOSPC, EDQUOT, EFBIG, or orbax/tensorstore's
+  `RESOURCE_EXHAUSTED: Error writing ... in OCDBT database`, a hundred lines long) in the
+  exception or its causes; None if nothing does."""
+  import errno  # pylint: disable=g-import-not-at-top
+  for _ in range(8):            # the exception, its cause, its cause's cause...
+    if e is None:
+      return None
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+      return e.strerror or errno.errorcode[e.errno]
+    mark = next((m for m in _DISK_FULL if m in str(e)), None)
+    if mark:
+      return mark
+    e = e.__cause__ or e.__context__
+  return None
 
 
 def _restore_args(template):

@@ -12,24 +12,37 @@ import logging as std_logging
 import os
 import re
 import sys
+import traceback
 from typing import Callable
 
-from absl import flags
+from absl import app, flags
 
 from fedjax_sharp.algorithms.hyperparameters import did_you_mean
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import FedjaxSharpError, RunInterrupted
 
 
-def _not_orbax_info(record) -> bool:
-  return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
+def _quiet_library_logs(record) -> bool:
+  """Drops orbax's INFO chatter (a dozen lines per checkpoint) and TFDS's warnings and INFO
+  lines (an unprepared dataset: 'Variant folder ... has no dataset_info.json', and a false 'The
+  dataset is already prepared ... in the FileFormat.TFRECORD format' inside another message);
+  our own one-line error says what is wrong. `--verbose` keeps TFDS's."""
+  path = record.pathname
+  if "/orbax/" in path:
+    return record.levelno >= std_logging.WARNING
+  if "/tensorflow_datasets/" in path and not _SHOW_LIBRARY_LOGS:
+    return record.levelno >= std_logging.ERROR
+  return True
+
+
+_SHOW_LIBRARY_LOGS = False
 
 
 def quiet_startup() -> None:
   """Drop JAX's 'Unable to initialize backend tpu' INFO line on CPU and GPU machines, and
-  orbax's INFO chatter (a dozen lines per checkpoint) from run logs."""
+  orbax's and TFDS's chatter from run logs."""
   std_logging.getLogger("jax._src.xla_bridge").setLevel(std_logging.WARNING)
-  std_logging.getLogger("absl").addFilter(_not_orbax_info)
+  std_logging.getLogger("absl").addFilter(_quiet_library_logs)
 
 
 def _flat_items(config, prefix=""):
@@ -86,10 +99,17 @@ def _missing_config_file(argv) -> str | None:
   return None
 
 
+HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
+
+
 def flags_parser(argv):
   """For `app.run(main, flags_parser=...)`: parse flags; a bad flag or config override, or a
-  config file that does not exist, exits 2 with one line on stderr."""
+  config file that does not exist, exits 2 with one line on stderr; `--help` prints the entry
+  point's docstring and flags and exits 0."""
   quiet_startup()
+  asked = [a for a in argv[1:] if a in HELP_FLAGS]
+  if asked:
+    app.usage(shorthelp=asked[0] != "--helpfull", writeto_stdout=True, exitcode=0)
   missing = _missing_config_file(argv)
   if missing is not None:
     sys.stderr.write(f"error: --config={missing}: no such config file (the files under "
@@ -102,28 +122,56 @@ def flags_parser(argv):
     sys.exit(2)
 
 
+def _exit(line: str, code: int, verbose: bool) -> None:
+  """The error's one line on stderr (after its traceback with --verbose) and its exit code."""
+  if verbose:
+    traceback.print_exc()
+  sys.stderr.write(line + "\n")
+  sys.exit(code)
+
+
+def _resume_hint(error: BaseException) -> str:
+  last = getattr(error, "last_checkpoint", None)
+  if last:
+    return f"rerun the same command to resume from the checkpoint of round {last}"
+  return ("no checkpoint had been written (config.checkpoint_every), so rerunning the same "
+          "command starts over")
+
+
+def _verbose() -> bool:
+  if os.environ.get("FEDJAX_SHARP_TRACEBACK"):
+    return True
+  try:
+    return bool(_VERBOSE.value)
+  except flags.UnparsedFlagAccessError:   # called as a library, flags not parsed
+    return False
+
+
 def guarded(main: Callable) -> Callable:
-  """Wraps an absl `main`: library errors print one line and exit with their code; with
-  `--verbose` (or FEDJAX_SHARP_TRACEBACK=1) the traceback is shown instead."""
+  """Wraps an absl `main`: library errors and usage errors print one line and exit with their
+  code (2 for bad input); with `--verbose` (or FEDJAX_SHARP_TRACEBACK=1) the traceback is
+  shown first and the exit code stays the same."""
   def wrapper(argv):
-    if _VERBOSE.value or os.environ.get("FEDJAX_SHARP_TRACEBACK"):
-      return main(argv)
+    verbose = _verbose()
+    if verbose:   # TFDS's lines and the long explanations (engine 'auto', the set-up)
+      global _SHOW_LIBRARY_LOGS
+      _SHOW_LIBRARY_LOGS = True
+      from absl import logging  # pylint: disable=g-import-not-at-top
+      logging.set_verbosity(logging.DEBUG)
+      std_logging.getLogger("jax").setLevel(std_logging.INFO)   # not every trace and compile
     try:
       return main(argv)
     except RunInterrupted as e:
-      sys.stderr.write(f"interrupted ({e}); the summary says status 'interrupted'; rerun the "
-                       f"same command to resume from the last checkpoint\n")
-      sys.exit(RunInterrupted.exit_code)
-    except KeyboardInterrupt:
-      sys.stderr.write("interrupted (SIGINT); rerun the same command to resume from the last "
-                       "checkpoint\n")
-      sys.exit(130)
+      _exit(f"interrupted ({e}); the summary says status 'interrupted'; {_resume_hint(e)}",
+            RunInterrupted.exit_code, verbose)
+    except KeyboardInterrupt as e:
+      _exit(f"interrupted (SIGINT); {_resume_hint(e)}", 130, verbose)
     except FedjaxSharpError as e:
-      sys.stderr.write(f"error: {e}\n")
-      sys.exit(e.exit_code)
+      _exit(f"error: {e}", e.exit_code, verbose)
+    except app.UsageError as e:
+      _exit(f"error: {e} (--help lists the flags)", 2, verbose)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as e:
-      sys.stderr.write(f"error: {e}\n")
-      sys.exit(2)
+      _exit(f"error: {e}", 2, verbose)
   return wrapper
 
 

@@ -46,6 +46,18 @@ def parse_algorithms(spec: str) -> list[str]:
   return items
 
 
+def check_algorithms(variants: list[str], allowed) -> None:
+  """Refuses, in one line naming `--algorithms` with the closest registered names, a variant
+  whose algorithm is not in `allowed`."""
+  from fedjax_sharp.algorithms.hyperparameters import did_you_mean  # pylint: disable=g-import-not-at-top
+  for variant in variants:
+    name, _ = parse_variant(variant)
+    if name not in allowed:
+      raise ValueError(f"--algorithms: {name!r} is not a registered algorithm"
+                       f"{did_you_mean(name, allowed, otherwise='')} (one of: "
+                       f"{', '.join(sorted(allowed))})")
+
+
 def parse_variant(variant: str) -> tuple[str, dict]:
   """'fedgmt[admm=False,gamma=0]' -> ('fedgmt', {'admm': False, 'gamma': 0.0}).
 
@@ -122,12 +134,31 @@ def _reusable(run_dir: str, cfg) -> bool:
   return True
 
 
+def variant_dir_name(variant: str) -> str:
+  """The folder of a variant: 'fedprox' -> 'fedprox', "my_fedprox[decay_mu=0.1,mode='a']" ->
+  'my_fedprox-decay_mu=0.1-mode=a' (each override after a '-', no trailing separator)."""
+  name, _, body = variant.partition("[")
+  parts = [name] + [p for p in parse_algorithms(body[:-1] if body.endswith("]") else body)]
+  cleaned = [re.sub(r"[^A-Za-z0-9_.=-]+", "_", re.sub(r"['\"\s]", "", p)).strip("_")
+             for p in parts]
+  return "-".join(p for p in cleaned if p)
+
+
+def variant_dir(workdir: str, variant: str) -> str:
+  """`workdir/<variant_dir_name>`, or the folder an older release named (every run of
+  characters outside [A-Za-z0-9_.=-] one '_', so 'fedprox_mu=0.1_') when only that exists."""
+  new = os.path.join(workdir, variant_dir_name(variant))
+  legacy = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.=-]+", "_", variant))
+  return legacy if not os.path.isdir(new) and os.path.isdir(legacy) else new
+
+
 def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: str | None,
              progress: bool = True, reuse: bool = True,
              hessian: dict | None = None,
              report_only: bool = False, sweep: bool = False,
              overwrite: bool = False) -> dict[str, list[dict]]:
-  """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]}.
+  """Runs every (algorithm, seed); returns {algorithm: [per-seed result dicts]} (summary,
+  records, hessian, analysis, run_dir, and `reused`: read back instead of run).
 
   Each run writes its own directory under `workdir` (a temporary one if None): the per-round
   records are read back from its metrics.jsonl. A directory that already holds the finished
@@ -146,11 +177,11 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
   """
   from fedjax_sharp.training import run_analysis
   workdir = workdir or tempfile.mkdtemp(prefix="fedjax_sharp_compare_")
-  plan, pending = [], []
+  plan, pending, reused = [], [], set()
   for name in algorithms:
     for seed in seeds:
       cfg = configure_variant(config, name, seed)
-      run_dir = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.=-]+", "_", name), f"seed_{seed}")
+      run_dir = os.path.join(variant_dir(workdir, name), f"seed_{seed}")
       if overwrite and report_only:
         raise ValueError("--overwrite retrains and --report_only starts nothing: pick one")
       reuse_it = (reuse and not overwrite) or report_only
@@ -163,6 +194,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
         continue
       if finished:
         logging.info("reusing the finished run in %s", run_dir)
+        reused.add(run_dir)
       else:
         pending.append((cfg, run_dir))
       plan.append((name, run_dir))
@@ -190,11 +222,23 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
     results.setdefault(name, []).append({"summary": summary, "records": records,
                                          "hessian": stored.get("final"),
                                          "analysis": run_analysis.load_stored(run_dir),
-                                         "run_dir": run_dir})
+                                         "run_dir": run_dir, "reused": run_dir in reused})
   if not results:
     raise ValueError(f"no finished run of {list(algorithms)} x seeds {list(seeds)} under "
                      f"{workdir}")
   return results
+
+
+def reuse_note(results: dict[str, list[dict]], workdir: str,
+               retrain: str = "--overwrite retrains them") -> str | None:
+  """One line when finished runs were read back instead of trained (a second `make demo`)."""
+  runs = [r for per_seed in results.values() for r in per_seed]
+  n = sum(bool(r.get("reused")) for r in runs)
+  if not n:
+    return None
+  which = "all" if n == len(runs) else f"{n} of"
+  return (f"Reused {which} {len(runs)} finished run(s) in {workdir} instead of training "
+          f"again ({retrain})\n")
 
 
 def _sweep_groups(pending, sweep_lib) -> list[list]:

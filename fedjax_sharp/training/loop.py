@@ -17,6 +17,7 @@ import time
 
 from fedjax_sharp.core import distributed
 from fedjax_sharp.errors import DivergedError, RunInterrupted
+from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import minimax_experiment
 from fedjax_sharp.training import workdir as workdir_lib
@@ -113,6 +114,15 @@ def run(config, workdir: str | None = None, progress: bool = True,
     check_multiprocess(config)
     if workdir and not distributed.writes_files():
       workdir = None       # process 0 writes the run directory; all write the checkpoints
+  try:
+    return _run_locked(config, workdir, checkpoint_workdir, progress, experiment)
+  except KeyboardInterrupt as e:    # SIGTERM's RunInterrupted too: say what a rerun resumes
+    e.last_checkpoint = (checkpoints.latest_round(checkpoint_workdir) if checkpoint_workdir
+                         else None)
+    raise
+
+
+def _run_locked(config, workdir, checkpoint_workdir, progress, experiment) -> dict:
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
   with lock:
     if workdir:

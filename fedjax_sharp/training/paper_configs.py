@@ -115,7 +115,7 @@ def fedgmt_table7_baselines(c: ml_collections.ConfigDict, dataset: str) -> None:
   c.algorithm.fedntd.update(beta=1.0, tau=1.0)
 
 
-# FedGloSS (Caldarola et al., seed 003) Table 3 / Table 12: CNN rows.
+# FedGloSS (Caldarola et al., 2024) Table 3 / Table 12: CNN rows.
 FEDGLOSS_DATASETS = {
     "cifar10": dict(source="tfds", name="cifar10", augment="crop_flip", rounds=10000,
                     alphas=(0.0, 0.05)),

@@ -41,31 +41,55 @@ def load_params(path: str, template):
     return jax.tree.map(jnp.asarray, flax.serialization.from_bytes(template, f.read()))
 
 
+def _duration(s: float) -> str:
+  """'42 s', '12 min 05 s', '3 h 07 min'."""
+  s = int(round(s))
+  if s < 100:
+    return f"{s} s"
+  if s < 6000:
+    return f"{s // 60} min {s % 60:02d} s"
+  return f"{s // 3600:,} h {s % 3600 // 60:02d} min"
+
+
 class Progress:
-  """One status line per `every` rounds: a tqdm bar on a terminal, absl log lines otherwise.
+  """One status line per `every` rounds: a line redrawn in place on a terminal of known width,
+  absl log lines otherwise (a pipe, a file, or a terminal whose size is unknown or 0x0, as
+  under `script`).
 
   The first round a process runs includes XLA's compilation (seconds to minutes), so it is shown
-  on its own ("first round ... s (compile)") and the ETA comes from the steady-state rounds
-  after it: none is shown until one such round has run. `clock` (default `time.monotonic`) is
-  injectable for tests.
+  on its own ("first round ... (compile)") and the ETA comes from the steady-state rounds
+  after it: none is shown until one such round has run. On a terminal the line fits its width:
+  a fixed-width bar, the round and the ETA always; the other fields are dropped, least useful
+  first (first round, train loss, time per round, elapsed, accuracy) until the rest fits.
+  `clock` (default `time.monotonic`) and `width` (default: the terminal's) are injectable for
+  tests.
   """
 
+  BAR = 10   # characters of the bar, always the same
+
   def __init__(self, total: int, every: int = 1, stream=None, start: int = 0,
-               clock: Callable[[], float] = time.monotonic):
+               clock: Callable[[], float] = time.monotonic, width: int | None = None):
     self.total, self.every, self.start_round = total, max(1, every), start
     self.stream = stream or sys.stderr
-    self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+    self.width = width if width is not None else self._terminal_width(self.stream)
+    self.live = self.width > 0     # else log lines
     self.clock = clock
     self.start = clock()
     self.first_round_s = None    # compile + the first round of this process
     self.first_done_at = None
     self.metric = "test_accuracy"
-    self._bar = None
-    if self.tty:
-      import tqdm  # pylint: disable=g-import-not-at-top
-      self._bar = tqdm.tqdm(total=total, initial=start, file=self.stream, unit="round",
-                            dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "
-                            "{postfix}")
+    self._open = False           # a live line is drawn and not ended yet
+
+  @staticmethod
+  def _terminal_width(stream) -> int:
+    """Columns of the terminal `stream` writes to; 0 when it is not a terminal or its size is
+    unknown (0x0)."""
+    try:
+      if not stream.isatty():
+        return 0
+      return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+      return 0
 
   def eta_s(self, done: int) -> float | None:
     """Seconds left, from the mean steady-state round (after the first); None before one."""
@@ -74,6 +98,30 @@ class Progress:
       return None
     return (self.clock() - self.first_done_at) / steady * (self.total - done)
 
+  def fields(self, done: int, record: dict, now: float) -> list[tuple[int, str]]:
+    """(priority, text) of every field after the round counter, in display order; the line
+    drops the highest priority number first."""
+    eta = self.eta_s(done)
+    value = record.get(self.metric)
+    label = "acc" if self.metric == "test_accuracy" else self.metric
+    return [
+        (5, f"{label} {value:.4g}" if value is not None else f"{label} -"),
+        (2, f"train loss {record['train_loss']:.4f}"),
+        (3, f"{record['round_time_s']:.2f} s/round"),
+        (1, f"first round {_duration(self.first_round_s)} (compile)"),
+        (4, f"elapsed {_duration(now - self.start)}"),
+        (9, f"eta {_duration(eta)}" if eta is not None else "eta after the next round"),
+    ]
+
+  def fit(self, head: str, fields: list[tuple[int, str]], width: int) -> str:
+    """`head | field | ...` within `width` characters, dropping the least useful fields."""
+    kept = list(fields)
+    while True:
+      line = " | ".join([head] + [text for _, text in kept])
+      if len(line) <= width or len(kept) <= 1:
+        return line[:width]
+      kept.remove(min(kept, key=lambda f: f[0]))
+
   def update(self, done: int, record: dict) -> str:
     """Takes round `done`'s record (every round); shows a line when due. Returns the line."""
     now = self.clock()
@@ -81,23 +129,30 @@ class Progress:
       self.first_round_s, self.first_done_at = now - self.start, now
     if done % self.every and done != self.total:
       return ""
-    eta = self.eta_s(done)
-    value = record.get(self.metric)
-    label = "acc" if self.metric == "test_accuracy" else self.metric
-    acc_s = f"{label} {value:.4g}" if value is not None else f"{label}   -   "
-    eta_s = f"eta {eta:,.0f} s" if eta is not None else "eta after the next round"
-    text = (f"round {done:>{len(str(self.total))}}/{self.total} | {acc_s} | "
-            f"train loss {record['train_loss']:.4f} | {record['round_time_s']:.2f} s/round | "
-            f"first round {self.first_round_s:,.1f} s (compile) | "
-            f"elapsed {now - self.start:,.0f} s | {eta_s}")
-    if self._bar is not None:
-      self._bar.set_postfix_str(text.split(" | ", 1)[1], refresh=False)
-      self._bar.update(done - self._bar.n)
-      if done == self.total:
-        self._bar.close()
-    else:
+    counter = f"round {done:>{len(str(self.total))}}/{self.total}"
+    fields = self.fields(done, record, now)
+    if not self.live:
+      text = " | ".join([counter] + [t for _, t in fields])
       logging.info(text)
+      return text
+    filled = self.BAR * done // max(1, self.total)
+    bar = "[" + "#" * filled + " " * (self.BAR - filled) + "]"
+    width = self.width - 1            # the last column would wrap on some terminals
+    text = self.fit(f"{bar} {counter}" if width >= 60 else counter, fields, width)
+    self.stream.write("\r" + text.ljust(width))
+    self._open = True
+    if done == self.total:
+      self.close()
+    else:
+      self.stream.flush()
     return text
+
+  def close(self) -> None:
+    """Ends the live line (at the last round, or when a run stops early)."""
+    if self._open:
+      self.stream.write("\n")
+      self.stream.flush()
+      self._open = False
 
 
 STATUSES = ("completed", "interrupted", "diverged", "failed")
@@ -215,15 +270,19 @@ class RunRecorder:
       self._open_workdir()
     elif self.checkpoint_workdir:   # a multi-process run's other processes: checkpoints only
       self._restore()
-    logging.info("%s: %s on %s, %d clients, %d per round, cohort shape (C, S, B) = %s, "
-                 "%d parameters, engine %s, %s", config.name, exp.algorithm.name,
-                 (f"{config.data.source}/{config.data.name} ({config.data.partition})"
-                  if exp.dataset is not None else f"task {config.task.name}"),
-                 len(exp.client_indices), config.clients_per_round, exp.sampler.shape,
-                 tree.num_elements(exp.init_params), exp.engine.execution,
-                 "one device" if exp.engine.mesh is None else
-                 (f"mesh {dict(exp.engine.mesh.shape)} over {exp.engine.mesh.size} devices, "
-                  f"{jax.process_count()} process(es)"))
+    where = (f"{config.data.source}/{config.data.name} ({config.data.partition})"
+             if exp.dataset is not None else f"task {config.task.name}")
+    execution = exp.engine.execution
+    # One short INFO line per run; the whole set-up (cohort shape, every engine field, the
+    # device layout) with --verbose.
+    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s", config.name,
+                 exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
+                 execution.client_strategy, execution.local_loop)
+    logging.debug("%s: cohort shape (C, S, B) = %s, %d parameters, engine %s, %s",
+                  config.name, exp.sampler.shape, tree.num_elements(exp.init_params), execution,
+                  "one device" if exp.engine.mesh is None else
+                  (f"mesh {dict(exp.engine.mesh.shape)} over {exp.engine.mesh.size} devices, "
+                   f"{jax.process_count()} process(es)"))
     self.bar = (Progress(config.rounds, config.log_every, start=self.start_round)
                 if progress else None)
     if self.bar:
@@ -384,6 +443,8 @@ class RunRecorder:
   def close(self, status: str) -> dict:
     """Closes the metrics file and writes summary.json (errors are logged: the summary of an
     interrupted or failed run must not hide the original exception). Returns the summary."""
+    if self.bar:
+      self.bar.close()
     self.exp.averaged_models = self.param_count
     self.exp.feeder.close()
     if self.tensorboard is not None:
