@@ -279,7 +279,7 @@ def test_matmul_lowers_to_batched_dots_and_no_convolution(name):
 def test_compute_dtype_auto_resolves_per_backend(monkeypatch, caplog):
   monkeypatch.setattr(registry, "_logged_resolutions", set())
   assert jax.default_backend() == "cpu"
-  with caplog.at_level(logging.INFO, logger=registry.__name__):
+  with caplog.at_level(logging.DEBUG, logger=registry.__name__):
     assert registry.resolve_compute_dtype("auto") == "float32"
     assert registry.resolve_compute_dtype("auto") == "float32"
   messages = [r.getMessage() for r in caplog.records if r.name == registry.__name__]

@@ -85,7 +85,7 @@ _logged_resolutions: set[str] = set()
 def _log_once(message: str) -> None:
   if message not in _logged_resolutions:
     _logged_resolutions.add(message)
-    logging.getLogger(__name__).info(message)
+    logging.getLogger(__name__).debug(message)   # shown with --verbose
 
 
 def resolve_compute_dtype(value: str, backend: str | None = None) -> str:
@@ -93,7 +93,7 @@ def resolve_compute_dtype(value: str, backend: str | None = None) -> str:
   'auto' -> the backend's measured default (`core.backends`): 'bfloat16' on a GPU or TPU
   (tensor cores; float32 master weights, see with_compute_dtype), 'float32' on a CPU, where
   bfloat16 is no faster and only loses precision. `backend`: None = jax.default_backend().
-  The resolution of 'auto' is logged once per backend at INFO."""
+  The resolution of 'auto' is logged once per backend (DEBUG: shown with --verbose)."""
   if value not in COMPUTE_DTYPE_VALUES:
     raise ConfigError(f"model.compute_dtype={value!r} is not one of {list(COMPUTE_DTYPE_VALUES)}")
   if value != "auto":

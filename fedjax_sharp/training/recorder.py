@@ -25,6 +25,7 @@ from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training import workdir as workdir_lib
+from fedjax_sharp.training import experiment as experiment_lib
 from fedjax_sharp.training.experiment import STREAM_TRAIN, Experiment
 
 VOCABULARY_FILE = "vocabulary.json"     # text datasets: pass as data.vocabulary_path to reuse
@@ -275,9 +276,11 @@ class RunRecorder:
     execution = exp.engine.execution
     # One short INFO line per run; the whole set-up (cohort shape, every engine field, the
     # device layout) with --verbose.
-    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s", config.name,
+    dtype = (f", {experiment_lib.resolved_model_options(config)[0]}"
+             if exp.dataset is not None else "")
+    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s", config.name,
                  exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
-                 execution.client_strategy, execution.local_loop)
+                 execution.client_strategy, execution.local_loop, dtype)
     logging.debug("%s: cohort shape (C, S, B) = %s, %d parameters, engine %s, %s",
                   config.name, exp.sampler.shape, tree.num_elements(exp.init_params), execution,
                   "one device" if exp.engine.mesh is None else
