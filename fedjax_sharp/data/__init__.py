@@ -3,8 +3,9 @@
 TensorFlow, tensorflow_datasets, pillow and h5py are never imported here; loaders import
 them lazily.
 
-`load_dataset(data_cfg)` dispatches on `data_cfg.source` (see `sources`); it returns an
-`ArrayDataset` (images) or a `TokenDataset` (text, with its `vocabulary`).
+`load_dataset(data_cfg)` dispatches on `data_cfg.source` through the table
+`sources.LOADERS` (one reader module per format); it returns an `ArrayDataset` (images) or a
+`TokenDataset` (text, with its `vocabulary`).
 `partition_dataset(dataset_or_labels, data_cfg, seed)` dispatches on `data_cfg.partition`
 ('iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'); pass the dataset itself for
 'natural' (its users / writers). Partition files: `save_partition` / `load_partition`
@@ -12,13 +13,35 @@ them lazily.
 """
 from fedjax_sharp.data import arrays
 from fedjax_sharp.data import augment
+from fedjax_sharp.data import embedded
 from fedjax_sharp.data import federated_files
+from fedjax_sharp.data import hdf5
+from fedjax_sharp.data import idx
+from fedjax_sharp.data import image_files
+from fedjax_sharp.data import leaf
+from fedjax_sharp.data import natural
+from fedjax_sharp.data import npz
 from fedjax_sharp.data import partition
 from fedjax_sharp.data import partition_files
 from fedjax_sharp.data import sources
 from fedjax_sharp.data import text
+from fedjax_sharp.data import tff_sqlite
+from fedjax_sharp.data import tfds_datasets
+from fedjax_sharp.data import tfds_reader
+from fedjax_sharp.data.arrays import DATASET_STATS
+from fedjax_sharp.data.arrays import channel_stats
+from fedjax_sharp.data.arrays import stratified_subset
+from fedjax_sharp.data.arrays import subsample
 from fedjax_sharp.data.augment import normalize
 from fedjax_sharp.data.augment import random_crop_flip
+from fedjax_sharp.data.embedded import load_embedded
+from fedjax_sharp.data.hdf5 import load_federated_h5
+from fedjax_sharp.data.idx import load_idx
+from fedjax_sharp.data.idx import read_idx
+from fedjax_sharp.data.image_files import load_imagefolder
+from fedjax_sharp.data.image_files import load_landmarks_csv
+from fedjax_sharp.data.leaf import load_leaf
+from fedjax_sharp.data.npz import load_npz
 from fedjax_sharp.data.partition import dirichlet_balanced
 from fedjax_sharp.data.partition import dirichlet_label
 from fedjax_sharp.data.partition import format_histograms
@@ -30,27 +53,19 @@ from fedjax_sharp.data.partition import natural_client_ids
 from fedjax_sharp.data.partition import pathological
 from fedjax_sharp.data.partition_files import load_partition
 from fedjax_sharp.data.partition_files import save_partition
-from fedjax_sharp.data.federated_files import load_federated_h5
-from fedjax_sharp.data.federated_files import load_federated_sqlite
-from fedjax_sharp.data.federated_files import load_imagefolder
-from fedjax_sharp.data.federated_files import load_landmarks_csv
-from fedjax_sharp.data.arrays import DATASET_STATS
-from fedjax_sharp.data.sources import DatasetNotPreparedError
-from fedjax_sharp.data.sources import TFDS_DATASETS
-from fedjax_sharp.data.sources import TFDS_TEXT_DATASETS
-from fedjax_sharp.data.arrays import channel_stats
+from fedjax_sharp.data.sources import LOADERS
 from fedjax_sharp.data.sources import load_dataset
-from fedjax_sharp.data.sources import load_embedded
-from fedjax_sharp.data.sources import load_idx
-from fedjax_sharp.data.sources import load_npz
-from fedjax_sharp.data.sources import load_tfds
-from fedjax_sharp.data.sources import load_tfds_text
-from fedjax_sharp.data.sources import read_idx
-from fedjax_sharp.data.arrays import stratified_subset
-from fedjax_sharp.data.arrays import subsample
 from fedjax_sharp.data.text import Vocabulary
 from fedjax_sharp.data.text import load_vocabulary
 from fedjax_sharp.data.text import save_vocabulary
+from fedjax_sharp.data.tff_sqlite import load_federated_sqlite
+from fedjax_sharp.data.tff_sqlite import load_tff_shakespeare
+from fedjax_sharp.data.tff_sqlite import load_tff_stackoverflow
+from fedjax_sharp.data.tfds_datasets import TFDS_DATASETS
+from fedjax_sharp.data.tfds_datasets import TFDS_TEXT_DATASETS
+from fedjax_sharp.data.tfds_datasets import load_tfds
+from fedjax_sharp.data.tfds_datasets import load_tfds_text
+from fedjax_sharp.data.tfds_reader import DatasetNotPreparedError
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
 
@@ -58,21 +73,22 @@ partition_dataset = partition.partition  # The dispatching function under a plai
 
 __all__ = [
     "ArrayDataset",
-    "DATASET_STATS",
-    "DatasetNotPreparedError",
-    "TFDS_DATASETS",
-    "TFDS_TEXT_DATASETS",
-    "TokenDataset",
-    "Vocabulary",
     "arrays",
     "augment",
     "channel_stats",
+    "DATASET_STATS",
+    "DatasetNotPreparedError",
     "dirichlet_balanced",
     "dirichlet_label",
+    "embedded",
     "federated_files",
     "format_histograms",
+    "hdf5",
+    "idx",
     "iid",
+    "image_files",
     "label_histograms",
+    "leaf",
     "load_dataset",
     "load_embedded",
     "load_federated_h5",
@@ -80,15 +96,21 @@ __all__ = [
     "load_idx",
     "load_imagefolder",
     "load_landmarks_csv",
+    "load_leaf",
     "load_npz",
     "load_partition",
     "load_tfds",
     "load_tfds_text",
+    "load_tff_shakespeare",
+    "load_tff_stackoverflow",
     "load_vocabulary",
+    "LOADERS",
     "long_tail",
     "long_tail_counts",
+    "natural",
     "natural_client_ids",
     "normalize",
+    "npz",
     "partition",
     "partition_dataset",
     "partition_files",
@@ -101,4 +123,11 @@ __all__ = [
     "stratified_subset",
     "subsample",
     "text",
+    "TFDS_DATASETS",
+    "tfds_datasets",
+    "tfds_reader",
+    "TFDS_TEXT_DATASETS",
+    "tff_sqlite",
+    "TokenDataset",
+    "Vocabulary",
 ]
