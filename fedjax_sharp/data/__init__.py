@@ -16,12 +16,14 @@ from fedjax_sharp.data import augment
 from fedjax_sharp.data import embedded
 from fedjax_sharp.data import federated_files
 from fedjax_sharp.data import hdf5
+from fedjax_sharp.data import histograms
 from fedjax_sharp.data import idx
 from fedjax_sharp.data import image_files
 from fedjax_sharp.data import leaf
 from fedjax_sharp.data import natural
 from fedjax_sharp.data import npz
 from fedjax_sharp.data import partition
+from fedjax_sharp.data import partition_draws
 from fedjax_sharp.data import partition_files
 from fedjax_sharp.data import sources
 from fedjax_sharp.data import text
@@ -36,21 +38,21 @@ from fedjax_sharp.data.augment import normalize
 from fedjax_sharp.data.augment import random_crop_flip
 from fedjax_sharp.data.embedded import load_embedded
 from fedjax_sharp.data.hdf5 import load_federated_h5
+from fedjax_sharp.data.histograms import format_histograms
+from fedjax_sharp.data.histograms import label_histograms
 from fedjax_sharp.data.idx import load_idx
 from fedjax_sharp.data.idx import read_idx
 from fedjax_sharp.data.image_files import load_imagefolder
 from fedjax_sharp.data.image_files import load_landmarks_csv
 from fedjax_sharp.data.leaf import load_leaf
 from fedjax_sharp.data.npz import load_npz
-from fedjax_sharp.data.partition import dirichlet_balanced
-from fedjax_sharp.data.partition import dirichlet_label
-from fedjax_sharp.data.partition import format_histograms
-from fedjax_sharp.data.partition import iid
-from fedjax_sharp.data.partition import label_histograms
-from fedjax_sharp.data.partition import long_tail
-from fedjax_sharp.data.partition import long_tail_counts
 from fedjax_sharp.data.partition import natural_client_ids
-from fedjax_sharp.data.partition import pathological
+from fedjax_sharp.data.partition_draws import dirichlet_balanced
+from fedjax_sharp.data.partition_draws import dirichlet_label
+from fedjax_sharp.data.partition_draws import iid
+from fedjax_sharp.data.partition_draws import long_tail
+from fedjax_sharp.data.partition_draws import long_tail_counts
+from fedjax_sharp.data.partition_draws import pathological
 from fedjax_sharp.data.partition_files import load_partition
 from fedjax_sharp.data.partition_files import save_partition
 from fedjax_sharp.data.sources import LOADERS
@@ -58,14 +60,14 @@ from fedjax_sharp.data.sources import load_dataset
 from fedjax_sharp.data.text import Vocabulary
 from fedjax_sharp.data.text import load_vocabulary
 from fedjax_sharp.data.text import save_vocabulary
-from fedjax_sharp.data.tff_sqlite import load_federated_sqlite
-from fedjax_sharp.data.tff_sqlite import load_tff_shakespeare
-from fedjax_sharp.data.tff_sqlite import load_tff_stackoverflow
 from fedjax_sharp.data.tfds_datasets import TFDS_DATASETS
 from fedjax_sharp.data.tfds_datasets import TFDS_TEXT_DATASETS
 from fedjax_sharp.data.tfds_datasets import load_tfds
 from fedjax_sharp.data.tfds_datasets import load_tfds_text
 from fedjax_sharp.data.tfds_reader import DatasetNotPreparedError
+from fedjax_sharp.data.tff_sqlite import load_federated_sqlite
+from fedjax_sharp.data.tff_sqlite import load_tff_shakespeare
+from fedjax_sharp.data.tff_sqlite import load_tff_stackoverflow
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
 
@@ -84,6 +86,7 @@ __all__ = [
     "federated_files",
     "format_histograms",
     "hdf5",
+    "histograms",
     "idx",
     "iid",
     "image_files",
@@ -113,6 +116,7 @@ __all__ = [
     "npz",
     "partition",
     "partition_dataset",
+    "partition_draws",
     "partition_files",
     "pathological",
     "random_crop_flip",
