@@ -8,7 +8,7 @@ import zlib
 
 import numpy as np
 
-from fedjax_sharp.data.arrays import make_dataset
+from fedjax_sharp.data.arrays import dataset_from_splits
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
 
@@ -98,11 +98,7 @@ def load_idx(directory: str, name: str = "fashion_mnist",
                       f"{arrays[f'y_{split}'].shape[0]}")
   if num_classes is None and name in ("mnist", "fashion_mnist"):
     num_classes = 10
-  try:
-    return make_dataset(name, arrays["x_train"], arrays["y_train"], arrays["x_test"],
-                         arrays["y_test"], num_classes=num_classes)
-  except ValueError as e:
-    raise DataError(f"{directory}: {e}") from None
+  return dataset_from_splits(directory, name, arrays, num_classes)
 
 
 def from_config(data_cfg) -> ArrayDataset:

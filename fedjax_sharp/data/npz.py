@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from fedjax_sharp.data.arrays import make_dataset
+from fedjax_sharp.data.arrays import dataset_from_splits
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
 
@@ -49,11 +49,7 @@ def load_npz(path: str, name: str | None = None, num_classes: int | None = None)
   if num_classes is None:
     raise DataError(f"{path}: the number of classes is not declared: add an array "
                     f"'num_classes' to the file or set --config.data.num_classes")
-  try:
-    return make_dataset(name, arrays["x_train"], arrays["y_train"], arrays["x_test"],
-                         arrays["y_test"], num_classes=num_classes)
-  except ValueError as e:
-    raise DataError(f"{path}: {e}") from None
+  return dataset_from_splits(path, name, arrays, num_classes)
 
 
 def from_config(data_cfg) -> ArrayDataset:
