@@ -1,7 +1,7 @@
 """Data layer: sources, client partitions and augmentation.
 
 TensorFlow, tensorflow_datasets, pillow and h5py are never imported here; loaders import
-them lazily.
+them lazily. JAX is imported with `augment`, on first use.
 
 `load_dataset(data_cfg)` dispatches on `data_cfg.source` through the table
 `sources.LOADERS` (one reader module per format); it returns an `ArrayDataset` (images) or a
@@ -12,7 +12,6 @@ them lazily.
 (format in `partition_files`).
 """
 from fedjax_sharp.data import arrays
-from fedjax_sharp.data import augment
 from fedjax_sharp.data import embedded
 from fedjax_sharp.data import federated_files
 from fedjax_sharp.data import hdf5
@@ -34,8 +33,6 @@ from fedjax_sharp.data.arrays import DATASET_STATS
 from fedjax_sharp.data.arrays import channel_stats
 from fedjax_sharp.data.arrays import stratified_subset
 from fedjax_sharp.data.arrays import subsample
-from fedjax_sharp.data.augment import normalize
-from fedjax_sharp.data.augment import random_crop_flip
 from fedjax_sharp.data.embedded import load_embedded
 from fedjax_sharp.data.hdf5 import load_federated_h5
 from fedjax_sharp.data.histograms import format_histograms
@@ -72,6 +69,16 @@ from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
 
 partition_dataset = partition.partition  # The dispatching function under a plain name.
+
+
+def __getattr__(name):
+  """`augment` (and its `normalize`, `random_crop_flip`) imports JAX: it is loaded on first
+  use, so that the readers and the downloader import without JAX."""
+  if name in ("augment", "normalize", "random_crop_flip"):
+    import importlib  # pylint: disable=g-import-not-at-top
+    augment = importlib.import_module("fedjax_sharp.data.augment")
+    return augment if name == "augment" else getattr(augment, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ArrayDataset",

@@ -22,8 +22,9 @@ no client.
   classification). A `TokenDataset` with x int32 `[n, 80]` (character ids, no BOS/EOS) and
   y int32 `[n]` (the next character's id), num_classes = `natural.SHAKESPEARE_VOCAB_SIZE`
   (90), so a next-character model trained on TFF's form (`tff_sqlite`) classifies LEAF's
-  examples with the same ids. LEAF's 80 letters and fedjax's 86 characters differ: '>' and '}' (in LEAF's
-  table, not fedjax's) map to `natural.SHAKESPEARE_OOV_ID`; every character outside the 86 does.
+  examples with the same ids. LEAF's 80 letters and fedjax's 86 characters differ: '>' and
+  '}' (in LEAF's table, not fedjax's) map to `natural.SHAKESPEARE_OOV_ID`; every character
+  outside the 86 does.
 
 Every problem raises a one-line `DataError` naming the file and, where there is one, the user.
 """
