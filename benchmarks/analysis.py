@@ -20,6 +20,7 @@ import numpy as np
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.analysis import hessian, landscape, sharpness
 from fedjax_sharp.models import get_model, init_params
+from fedjax_sharp.training.config import base_config
 
 
 def main():
@@ -40,8 +41,8 @@ def main():
   name = args.data
   if name == "auto":
     name = "fashion_mnist" if os.path.isdir("/usr/share/datasets/fashion-mnist") else "digits"
-  cfg = argparse.Namespace(source="idx" if name == "fashion_mnist" else "embedded", name=name,
-                           path="")
+  cfg = base_config().data
+  cfg.source, cfg.name = ("idx" if name == "fashion_mnist" else "embedded"), name
   ds = data_lib.load_dataset(cfg)
   model = get_model("mcmahan_cnn", ds.num_classes)
   params = init_params(model, jax.random.key(0), ds.input_shape)

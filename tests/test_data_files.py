@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 
 from fedjax_sharp import data as data_lib
-from fedjax_sharp.data import federated_files as FF
-from fedjax_sharp.data import sources
+from fedjax_sharp.data import hdf5
+from fedjax_sharp.data import image_files
+from fedjax_sharp.data import tff_sqlite
+from fedjax_sharp.data import tfds_reader
 from fedjax_sharp.data import text
 from fedjax_sharp.errors import DataError
 from fedjax_sharp.training import config as config_lib
@@ -187,7 +189,7 @@ def test_imagefolder_shapes_labels_and_exact_pixels(tmp_path):
   rng = np.random.default_rng(0)
   root = str(tmp_path / "cinic_tiny")
   expected = _imagefolder_tree(root, rng)
-  ds = FF.load_imagefolder(root)
+  ds = image_files.load_imagefolder(root)
   assert isinstance(ds, data_lib.ArrayDataset) and ds.modality == "image"
   assert ds.name == "cinic_tiny"
   assert ds.class_names == ("airplane", "bird", "cat") and ds.num_classes == 3
@@ -206,7 +208,7 @@ def test_imagefolder_shapes_labels_and_exact_pixels(tmp_path):
                              rtol=1e-6)
 
   # merge_valid: valid/ appended after train/.
-  merged = FF.load_imagefolder(root, merge_valid=True)
+  merged = image_files.load_imagefolder(root, merge_valid=True)
   np.testing.assert_array_equal(
       merged.x_train, np.concatenate([expected["train"][0], expected["valid"][0]]))
   np.testing.assert_array_equal(
@@ -233,10 +235,10 @@ def test_imagefolder_resize_grayscale_and_cinic_stats(tmp_path):
 
   # Different sizes and image_size=0: the error names a file and the field to set.
   with pytest.raises(DataError, match="data.image_size") as e:
-    FF.load_imagefolder(root)
+    image_files.load_imagefolder(root)
   assert root in str(e.value)
 
-  ds = FF.load_imagefolder(root, image_size=3)
+  ds = image_files.load_imagefolder(root, image_size=3)
   assert ds.x_train.shape == (3, 3, 3, 3) and ds.x_test.shape == (2, 3, 3, 3)
   for x, color in zip(ds.x_train, list(colors.values())[:3]):
     assert np.all(x == np.uint8(color)), (x, color)    # uniform images resize exactly
@@ -245,9 +247,9 @@ def test_imagefolder_resize_grayscale_and_cinic_stats(tmp_path):
   assert np.all(ds.x_test[0] == 77)
   assert np.all(ds.x_test[1] == np.uint8(colors[("test", "b", "1.png")]))
   # 'cinic10' uses CINIC-10's published mean/std.
-  assert ds.name == "cinic10" and ds.mean == sources.DATASET_STATS["cinic10"][0]
+  assert ds.name == "cinic10" and ds.mean == data_lib.DATASET_STATS["cinic10"][0]
   # decode_images takes (H, W) for a non-square size.
-  rect = FF.decode_images([os.path.join(root, "train", "a", "1.png"),
+  rect = image_files.decode_images([os.path.join(root, "train", "a", "1.png"),
                            os.path.join(root, "test", "a", "g.png")], (2, 5))
   assert rect.shape == (2, 2, 5, 3) and rect.dtype == np.uint8
   assert np.all(rect[0] == np.uint8(colors[("train", "a", "1.png")])) and np.all(rect[1] == 77)
@@ -259,7 +261,7 @@ def test_imagefolder_resize_grayscale_and_cinic_stats(tmp_path):
 def test_imagefolder_errors_name_the_path(tmp_path):
   missing = str(tmp_path / "nope")
   with pytest.raises(DataError) as e:
-    FF.load_imagefolder(missing)
+    image_files.load_imagefolder(missing)
   assert missing in str(e.value)
   with pytest.raises(DataError) as e:
     data_lib.load_dataset(tiny_config(source="imagefolder", path=missing).data)
@@ -268,24 +270,24 @@ def test_imagefolder_errors_name_the_path(tmp_path):
   root = str(tmp_path / "tree")
   _save_png(os.path.join(root, "train", "a", "1.png"), np.zeros((2, 2, 3), np.uint8))
   with pytest.raises(DataError, match="no test/ directory") as e:  # no test/
-    FF.load_imagefolder(root)
+    image_files.load_imagefolder(root)
   assert root in str(e.value)
   _save_png(os.path.join(root, "test", "a", "1.png"), np.zeros((2, 2, 3), np.uint8))
-  assert FF.load_imagefolder(root).num_train == 1
+  assert image_files.load_imagefolder(root).num_train == 1
   with pytest.raises(DataError, match="valid") as e:
-    FF.load_imagefolder(root, merge_valid=True)
+    image_files.load_imagefolder(root, merge_valid=True)
   assert root in str(e.value)
   # test/ may not add classes.
   _save_png(os.path.join(root, "test", "zebra", "1.png"), np.zeros((2, 2, 3), np.uint8))
   with pytest.raises(DataError, match="zebra") as e:
-    FF.load_imagefolder(root)
+    image_files.load_imagefolder(root)
   assert os.path.join(root, "test") in str(e.value)
   os.remove(os.path.join(root, "test", "zebra", "1.png"))
   os.rmdir(os.path.join(root, "test", "zebra"))
   # A corrupt image names the file.
   bad = _write(os.path.join(root, "train", "a", "2.png"), b"\x89PNG garbage")
   with pytest.raises(DataError) as e:
-    FF.load_imagefolder(root)
+    image_files.load_imagefolder(root)
   assert bad in str(e.value)
   with pytest.raises(ValueError, match="data.path"):
     data_lib.load_dataset(tiny_config(source="imagefolder", path="").data)
@@ -331,7 +333,7 @@ def _landmarks_dir(root):
 def test_landmarks_csv_natural_clients_labels_and_pixels(tmp_path):
   root = str(tmp_path / "landmarks")
   train, test, colors = _landmarks_dir(root)
-  ds = FF.load_landmarks_csv(os.path.join(root, "federated_train.csv"),
+  ds = image_files.load_landmarks_csv(os.path.join(root, "federated_train.csv"),
                              os.path.join(root, "test.csv"), os.path.join(root, "images"),
                              image_size=4)
   assert ds.x_train.shape == (6, 4, 4, 3) and ds.x_test.shape == (3, 4, 4, 3)
@@ -377,36 +379,36 @@ def test_landmarks_csv_errors_name_the_file(tmp_path):
   # A missing image: the error names the image path and the CSV that lists it.
   os.remove(os.path.join(images, "aa12.jpg"))
   with pytest.raises(DataError) as e:
-    FF.load_landmarks_csv(train_csv, test_csv, images, image_size=4)
+    image_files.load_landmarks_csv(train_csv, test_csv, images, image_size=4)
   assert os.path.join(images, "aa12.jpg") in str(e.value) and test_csv in str(e.value)
   _save_jpeg(os.path.join(images, "aa12.jpg"), (1, 2, 3))
   # A missing column.
   bad = _write_csv(os.path.join(root, "bad_train.csv"), ["user_id", "image_id", "landmark_id"],
                    [("1", "aa01", "3")])
   with pytest.raises(DataError, match="class") as e:
-    FF.load_landmarks_csv(bad, test_csv, images, image_size=4)
+    image_files.load_landmarks_csv(bad, test_csv, images, image_size=4)
   assert bad in str(e.value)
   bad = _write_csv(os.path.join(root, "bad_test.csv"), ["image_id"], [("aa11",)])
   with pytest.raises(DataError, match="class") as e:
-    FF.load_landmarks_csv(train_csv, bad, images, image_size=4)
+    image_files.load_landmarks_csv(train_csv, bad, images, image_size=4)
   assert bad in str(e.value)
   # An empty cell, a missing CSV, a missing image directory.
   bad = _write_csv(os.path.join(root, "empty_cell.csv"), ["user_id", "image_id", "class"],
                    [("1", "aa01", "3"), ("1", "", "3")])
   with pytest.raises(DataError, match="line 3") as e:
-    FF.load_landmarks_csv(bad, test_csv, images, image_size=4)
+    image_files.load_landmarks_csv(bad, test_csv, images, image_size=4)
   assert bad in str(e.value)
   missing = os.path.join(root, "nope.csv")
   with pytest.raises(DataError) as e:
-    FF.load_landmarks_csv(missing, test_csv, images, image_size=4)
+    image_files.load_landmarks_csv(missing, test_csv, images, image_size=4)
   assert missing in str(e.value)
   with pytest.raises(DataError) as e:
-    FF.load_landmarks_csv(train_csv, test_csv, os.path.join(root, "no_images"), image_size=4)
+    image_files.load_landmarks_csv(train_csv, test_csv, os.path.join(root, "no_images"), image_size=4)
   assert os.path.join(root, "no_images") in str(e.value)
   # A file that is not an image.
   _write(os.path.join(images, "aa01.jpg"), b"garbage")
   with pytest.raises(DataError) as e:
-    FF.load_landmarks_csv(train_csv, test_csv, images, image_size=4)
+    image_files.load_landmarks_csv(train_csv, test_csv, images, image_size=4)
   assert os.path.join(images, "aa01.jpg") in str(e.value)
 
 
@@ -486,25 +488,25 @@ def _check_federated(ds, content, invert=True):
 
 
 def test_default_test_path_rule():
-  assert FF.default_test_path("/d/train/fed_emnist_train.h5") == "/d/train/fed_emnist_test.h5"
-  assert FF.default_test_path("fed_emnist_digitsonly_train.h5") == \
+  assert hdf5.default_test_path("/d/train/fed_emnist_train.h5") == "/d/train/fed_emnist_test.h5"
+  assert hdf5.default_test_path("fed_emnist_digitsonly_train.h5") == \
       "fed_emnist_digitsonly_test.h5"
-  assert FF.default_test_path("/d/emnist.h5") is None
+  assert hdf5.default_test_path("/d/emnist.h5") is None
 
 
 def test_federated_h5_natural_clients_inverted_pixels_and_test_path(tmp_path):
   pytest.importorskip("h5py")
   train, _, content = _write_federated_h5(str(tmp_path))
-  ds = FF.load_federated_h5(train)          # test file found by 'train' -> 'test'
+  ds = hdf5.load_federated_h5(train)          # test file found by 'train' -> 'test'
   assert ds.name == "federated_emnist" and ds.num_classes == 10   # inferred: 1 + max label
   _check_federated(ds, content)
   # A background pixel (1.0) is 0 and full ink (0.0) is 255.
   assert ds.x_train.max() <= 255 and content["train"]["f0001_40"][2].max() > 200
   # Not inverted.
-  _check_federated(FF.load_federated_h5(train, invert=False), content, invert=False)
+  _check_federated(hdf5.load_federated_h5(train, invert=False), content, invert=False)
   # A known name fixes the class count.
-  assert FF.load_federated_h5(train, name="federated_emnist").num_classes == 62
-  assert FF.load_federated_h5(train, name="federated_emnist_digits").num_classes == 10
+  assert hdf5.load_federated_h5(train, name="federated_emnist").num_classes == 62
+  assert hdf5.load_federated_h5(train, name="federated_emnist_digits").num_classes == 10
   # Natural partition: 3 clients with the right counts.
   c = tiny_config(source="federated_h5", path=train, partition="natural", num_clients=0)
   via_cfg = data_lib.load_dataset(c.data)
@@ -526,8 +528,8 @@ def test_federated_h5_integer_pixels_explicit_test_path_and_errors(tmp_path):
   train = _write_h5(str(tmp_path / "a.h5"), ints["train"])
   test = _write_h5(str(tmp_path / "b.h5"), ints["test"])
   with pytest.raises(ValueError, match="data.test_path"):   # no 'train' in the name
-    FF.load_federated_h5(train)
-  ds = FF.load_federated_h5(train, test)
+    hdf5.load_federated_h5(train)
+  ds = hdf5.load_federated_h5(train, test)
   _check_federated(ds, content)
   c = tiny_config(source="federated_h5", path=train, test_path=test)
   _check_federated(data_lib.load_dataset(c.data), content)
@@ -535,33 +537,33 @@ def test_federated_h5_integer_pixels_explicit_test_path_and_errors(tmp_path):
   train2, test2, _ = _write_federated_h5(str(tmp_path))
   os.remove(test2)
   with pytest.raises(DataError) as e:
-    FF.load_federated_h5(train2)
+    hdf5.load_federated_h5(train2)
   assert test2 in str(e.value)
   missing = str(tmp_path / "nope_train.h5")
   with pytest.raises(DataError) as e:
-    FF.load_federated_h5(missing, test)
+    hdf5.load_federated_h5(missing, test)
   assert missing in str(e.value)
   # Not HDF5, no 'examples' group, pixels out of range, a client without labels.
   bad = _write(tmp_path / "garbage_train.h5", b"this is not hdf5")
   with pytest.raises(DataError) as e:
-    FF.load_federated_h5(bad, test)
+    hdf5.load_federated_h5(bad, test)
   assert bad in str(e.value)
   bad = str(tmp_path / "empty.h5")
   with h5py.File(bad, "w") as f:
     f.create_dataset("pixels", data=np.zeros((1, 2, 2), np.float32))
   with pytest.raises(DataError, match="'examples'") as e:
-    FF.load_federated_h5(bad, test)
+    hdf5.load_federated_h5(bad, test)
   assert bad in str(e.value)
   bad = _write_h5(str(tmp_path / "range.h5"),
                   {"w": (np.full((1, 2, 2), 2.0, np.float32), np.zeros(1, np.int32), None)})
   with pytest.raises(DataError, match=r"\[0, 1\]") as e:
-    FF.load_federated_h5(bad, test)
+    hdf5.load_federated_h5(bad, test)
   assert bad in str(e.value)
   bad = str(tmp_path / "nolabel.h5")
   with h5py.File(bad, "w") as f:
     f.create_dataset("examples/w/pixels", data=np.zeros((1, 2, 2), np.float32))
   with pytest.raises(DataError, match="label") as e:
-    FF.load_federated_h5(bad, test)
+    hdf5.load_federated_h5(bad, test)
   assert bad in str(e.value)
 
 
@@ -609,11 +611,11 @@ def test_federated_sqlite_matches_the_h5_loader(tmp_path):
   pb2 = example_pb2()
   content = _federated_content()
   path = _write_sqlite(str(tmp_path / "emnist_all.sqlite"), content, pb2)
-  ds = FF.load_federated_sqlite(path)
+  ds = tff_sqlite.load_federated_sqlite(path)
   assert ds.name == "federated_emnist" and ds.num_classes == 10
   _check_federated(ds, content)
-  _check_federated(FF.load_federated_sqlite(path, invert=False), content, invert=False)
-  assert FF.load_federated_sqlite(path, name="femnist").num_classes == 62
+  _check_federated(tff_sqlite.load_federated_sqlite(path, invert=False), content, invert=False)
+  assert tff_sqlite.load_federated_sqlite(path, name="femnist").num_classes == 62
   c = tiny_config(source="federated_sqlite", path=path, partition="natural", num_clients=0)
   via_cfg = data_lib.load_dataset(c.data)
   _check_federated(via_cfg, content)
@@ -621,7 +623,7 @@ def test_federated_sqlite_matches_the_h5_loader(tmp_path):
   # Identical to the HDF5 loader on the same content.
   if importlib.util.find_spec("h5py") is not None:
     train, _, _ = _write_federated_h5(str(tmp_path), content)
-    h5 = FF.load_federated_h5(train)
+    h5 = hdf5.load_federated_h5(train)
     for field in ("x_train", "y_train", "x_test", "y_test"):
       np.testing.assert_array_equal(getattr(ds, field), getattr(h5, field))
     assert same_parts(ds.train_clients, h5.train_clients)
@@ -630,12 +632,12 @@ def test_federated_sqlite_matches_the_h5_loader(tmp_path):
   ints = {s: {w: (255 - ink, y, ink) for w, (_, y, ink) in ws.items()}
           for s, ws in content.items()}
   path2 = _write_sqlite(str(tmp_path / "ints.sqlite"), ints, pb2, interleave=False)
-  _check_federated(FF.load_federated_sqlite(path2), content)
+  _check_federated(tff_sqlite.load_federated_sqlite(path2), content)
   # Non-square pixel lists need image_shape.
   rect = {s: {w: (p.reshape(len(p), 4, 9), y, ink) for w, (p, y, ink) in ws.items()}
           for s, ws in content.items()}
   path3 = _write_sqlite(str(tmp_path / "rect.sqlite"), rect, pb2)
-  ds3 = FF.load_federated_sqlite(path3, image_shape=(4, 9))
+  ds3 = tff_sqlite.load_federated_sqlite(path3, image_shape=(4, 9))
   assert ds3.x_train.shape == (6, 4, 9, 1)
   np.testing.assert_array_equal(ds3.x_train.reshape(6, -1), ds.x_train.reshape(6, -1))
 
@@ -644,11 +646,11 @@ def test_federated_sqlite_errors_name_the_file(tmp_path):
   pb2 = example_pb2()
   missing = str(tmp_path / "nope.sqlite")
   with pytest.raises(DataError) as e:
-    FF.load_federated_sqlite(missing)
+    tff_sqlite.load_federated_sqlite(missing)
   assert missing in str(e.value)
   bad = _write(tmp_path / "garbage.sqlite", b"definitely not sqlite" * 100)
   with pytest.raises(DataError) as e:
-    FF.load_federated_sqlite(bad)
+    tff_sqlite.load_federated_sqlite(bad)
   assert bad in str(e.value)
   other = str(tmp_path / "other.sqlite")
   con = sqlite3.connect(other)
@@ -656,14 +658,14 @@ def test_federated_sqlite_errors_name_the_file(tmp_path):
   con.commit()
   con.close()
   with pytest.raises(DataError, match="examples") as e:
-    FF.load_federated_sqlite(other)
+    tff_sqlite.load_federated_sqlite(other)
   assert other in str(e.value)
   # No test split.
   content = _federated_content()
   only_train = _write_sqlite(str(tmp_path / "train_only.sqlite"),
                              {"train": content["train"]}, pb2)
   with pytest.raises(DataError, match="test") as e:
-    FF.load_federated_sqlite(only_train)
+    tff_sqlite.load_federated_sqlite(only_train)
   assert only_train in str(e.value)
   # A blob that is not an Example / an example without a label.
   broken = str(tmp_path / "broken.sqlite")
@@ -674,7 +676,7 @@ def test_federated_sqlite_errors_name_the_file(tmp_path):
   con.commit()
   con.close()
   with pytest.raises(DataError) as e:
-    FF.load_federated_sqlite(broken)
+    tff_sqlite.load_federated_sqlite(broken)
   assert broken in str(e.value)
   nolabel = str(tmp_path / "nolabel.sqlite")
   con = sqlite3.connect(nolabel)
@@ -686,7 +688,7 @@ def test_federated_sqlite_errors_name_the_file(tmp_path):
   con.commit()
   con.close()
   with pytest.raises(DataError, match="label") as e:
-    FF.load_federated_sqlite(nolabel)
+    tff_sqlite.load_federated_sqlite(nolabel)
   assert nolabel in str(e.value)
 
 
@@ -795,7 +797,7 @@ def _news_config(**data):
 
 def test_ag_news_token_dataset_from_the_config(tmp_path, monkeypatch):
   calls = []
-  monkeypatch.setattr(sources, "_read_tfds", _fake_read_tfds(calls))
+  monkeypatch.setattr(tfds_reader, "read_tfds", _fake_read_tfds(calls))
   c = _news_config()
   ds = data_lib.load_dataset(c.data)
   assert calls == [("ag_news_subset", ("train", "test"), ("title", "description", "label"))]
@@ -815,7 +817,7 @@ def test_ag_news_token_dataset_from_the_config(tmp_path, monkeypatch):
 
 
 def test_fasttext_one_round_writes_the_vocabulary(tmp_path, monkeypatch):
-  monkeypatch.setattr(sources, "_read_tfds", _fake_read_tfds([]))
+  monkeypatch.setattr(tfds_reader, "read_tfds", _fake_read_tfds([]))
   c = _news_config()
   workdir = str(tmp_path / "news")
   summary = loop.run(c, workdir, progress=False)
@@ -884,5 +886,5 @@ def test_run_py_save_partition_natural_records_the_writer_ids(tmp_path):
   pf = data_lib.partition_files.read_partition_file(out)
   assert pf.client_ids == ["f0001_40", "f0002_07", "f0003_12"]
   assert pf.num_examples == 6
-  ds = FF.load_federated_h5(train)
+  ds = hdf5.load_federated_h5(train)
   assert same_parts(data_lib.load_partition(out, ds.num_train), ds.train_clients)

@@ -6,10 +6,11 @@ import pytest
 
 from fedjax_sharp import data
 from fedjax_sharp.data import partition as P
+from fedjax_sharp.training.config import base_config
 
 
 def cfg(**kw):
-  return types.SimpleNamespace(**kw)
+  return types.SimpleNamespace(**{**base_config().data.to_dict(), **kw})
 
 
 def balanced_labels(num_classes=10, per_class=100, seed=0):
@@ -211,7 +212,6 @@ def test_pathological_shards():
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw, match", [
     (dict(partition="dirichlet", num_clients=5, alpha=-0.5), r"data.alpha must be >= 0, got -0.5"),
-    (dict(partition="dirichlet", num_clients=5), r"data.alpha is required"),
     (dict(partition="iid", num_clients=0), r"data.num_clients"),
     (dict(partition="iid", num_clients=2.5), r"data.num_clients"),
     (dict(partition="iid", num_clients=1001), r"data.num_clients=1001"),
@@ -241,9 +241,8 @@ def test_partition_dispatch_matches_direct_calls_and_accepts_config_dict():
   # The dispatcher is exported as partition_dataset.
   c = cfg(partition="iid", num_clients=7)
   assert same(data.partition_dataset(labels, c, 4), P.partition(labels, c, 4))
-  ml_collections = pytest.importorskip("ml_collections")
-  cd = ml_collections.ConfigDict({"partition": "dirichlet", "num_clients": 7, "alpha": 0.3,
-                                  "dirichlet_mode": "label", "long_tail": False})
+  cd = base_config().data   # an ml_collections.ConfigDict
+  cd.partition, cd.num_clients, cd.alpha = "dirichlet", 7, 0.3
   assert same(data.partition_dataset(labels, cd, 4), data.dirichlet_label(labels, 7, 0.3, 4))
 
 

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 
 from fedjax_sharp import data
-from fedjax_sharp.data import sources
+from fedjax_sharp.data import embedded
+from fedjax_sharp.data import idx
+from fedjax_sharp.data import tfds_reader
+from fedjax_sharp.training.config import base_config
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 # Class counts of the 1797 digits (UCI test set as shipped by scikit-learn).
@@ -19,7 +22,7 @@ DIGITS_CLASS_COUNTS = [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
 
 
 def cfg(**kw):
-  return types.SimpleNamespace(**kw)
+  return types.SimpleNamespace(**{**base_config().data.to_dict(), **kw})
 
 
 def write_idx(path, array):
@@ -42,7 +45,7 @@ def tiny_idx_dir(tmp_path, gz, n_train=12, n_test=5):
       "y_test": (np.arange(n_test) % 10).astype(np.uint8),
   }
   ext = ".gz" if gz else ""
-  for key, stem in sources.IDX_FILES.items():
+  for key, stem in idx.IDX_FILES.items():
     write_idx(str(tmp_path / (stem + ext)), arrays[key])
   return arrays
 
@@ -61,8 +64,8 @@ def test_import_does_not_pull_tensorflow_tfds_or_sklearn():
 # Embedded digits.
 # ---------------------------------------------------------------------------------------
 def test_digits_csv_parsing_matches_reference_rounding():
-  images, labels = sources._read_digits_csv()
-  with gzip.open(sources.DIGITS_PATH, "rt") as f:
+  images, labels = embedded._read_digits_csv()
+  with gzip.open(embedded.DIGITS_PATH, "rt") as f:
     rows = [list(map(int, r)) for r in csv.reader(f)]
   assert images.shape == (1797, 8, 8, 1) and images.dtype == np.uint8
   for i in (0, 1, 500, 1796):
@@ -84,7 +87,7 @@ def test_load_embedded_shapes_split_and_stats():
   assert np.all(np.abs(test_counts - 0.2 * np.array(DIGITS_CLASS_COUNTS)) <= 1)
   np.testing.assert_array_equal(np.bincount(ds.y_train) + test_counts, DIGITS_CLASS_COUNTS)
   # Train and test together are exactly the 1797 images (a partition, no duplication).
-  images, labels = sources._read_digits_csv()
+  images, labels = embedded._read_digits_csv()
   key = lambda x, y: sorted(xi.tobytes() + bytes([yi]) for xi, yi in zip(x, y))
   assert key(np.concatenate([ds.x_train, ds.x_test]),
              np.concatenate([ds.y_train, ds.y_test])) == key(images, labels)
@@ -115,7 +118,7 @@ def test_load_idx_tiny(tmp_path, gz):
   np.testing.assert_array_equal(ds.x_train[..., 0], arrays["x_train"])
   np.testing.assert_array_equal(ds.y_test, arrays["y_test"])
   assert ds.y_train.dtype == np.int32 and ds.num_classes == 10
-  assert ds.mean == sources.DATASET_STATS["fashion_mnist"][0]
+  assert ds.mean == data.DATASET_STATS["fashion_mnist"][0]
 
 
 def test_read_idx_dtypes_and_errors(tmp_path):
@@ -208,14 +211,13 @@ def test_load_dataset_dispatch(tmp_path):
 
 
 def test_load_dataset_accepts_config_dict():
-  ml_collections = pytest.importorskip("ml_collections")
-  c = ml_collections.ConfigDict({"source": "embedded", "name": "digits", "path": "",
-                                 "max_train_examples": 50})
+  c = base_config().data   # an ml_collections.ConfigDict
+  c.max_train_examples = 50
   assert data.load_dataset(c).num_train == 50
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(source="foo", name="digits"), r"data.source='foo' is not one of \['embedded', 'idx', 'npz', 'tfds'\]"),
+    (dict(source="foo", name="digits"), r"data.source='foo' is not one of \['embedded', 'federated_h5', 'federated_sqlite', 'idx', 'imagefolder', 'landmarks_csv', 'leaf', 'npz', 'tfds'\]"),
     (dict(source="embedded", name="mnist"), r"data.name='mnist' is not one of \['digits'\]"),
     (dict(source="tfds", name="imagenet"), r"data.name='imagenet' is not one of \['cifar10', 'cifar100', 'fashion_mnist', 'mnist'\]"),
     (dict(source="idx", name="kmnist", path=""), r"data.path"),
@@ -291,7 +293,7 @@ def test_validation_hold_out_keeps_a_natural_partition():
   ds = data.ArrayDataset(name="t", x_train=x, y_train=y, x_test=x[:4], y_test=y[:4],
                          num_classes=4, mean=(0.,), std=(1.,), train_clients=clients,
                          client_ids=("a", "b", "c"))
-  held = sources.hold_out_validation(ds, 12, seed=0)
+  held = data.arrays.hold_out_validation(ds, 12, seed=0)
   assert held.client_ids == ("a", "b", "c")
   for m, original in enumerate(clients):
     # Each client's training + validation examples are exactly its original examples.
@@ -322,7 +324,7 @@ def test_tfds_data_source_path_with_mock_data(tfds, monkeypatch, name, shape, cl
   assert ds.x_train.dtype == np.uint8 and ds.y_train.dtype == np.int32
   assert ds.y_train.min() >= 0 and ds.y_train.max() < classes
   assert len({x.tobytes() for x in ds.x_train}) > 1  # real (random) examples, not a constant
-  assert ds.mean == sources.DATASET_STATS[name][0]
+  assert ds.mean == data.DATASET_STATS[name][0]
 
 
 def test_tfds_tf_fallback_path(tfds, monkeypatch):
@@ -388,7 +390,7 @@ def test_tfds_real_array_record_roundtrip(tfds, tmp_path, monkeypatch):
 
   builder = FedjaxSharpTinyImages(data_dir=str(tmp_path), file_format="array_record")
   builder.download_and_prepare()
-  monkeypatch.setattr(sources, "_GETITEMS_CHUNK", 5)  # several batched reads
+  monkeypatch.setattr(tfds_reader, "_GETITEMS_CHUNK", 5)  # several batched reads
   ds = data.load_tfds(builder.name, data_dir=str(tmp_path))
   assert ds.num_classes == 4 and ds.input_shape == (6, 5, 3)
   for split in ("train", "test"):
@@ -407,8 +409,8 @@ def _closed_port() -> int:
 
 def test_tfds_download_without_tensorflow_names_the_extra_and_the_command(tfds, tmp_path,
                                                                          monkeypatch):
-  monkeypatch.setattr(sources, "_tensorflow_available", lambda: False)
-  monkeypatch.setattr(sources, "_probe", lambda *a, **k: pytest.fail("no probe without TF"))
+  monkeypatch.setattr(tfds_reader, "_tensorflow_available", lambda: False)
+  monkeypatch.setattr(tfds_reader, "_probe", lambda *a, **k: pytest.fail("no probe without TF"))
   with pytest.raises(data.DatasetNotPreparedError) as err:
     data.load_dataset(cfg(source="tfds", name="cifar10", path=str(tmp_path), download=True))
   msg = str(err.value)
@@ -419,8 +421,8 @@ def test_tfds_download_without_tensorflow_names_the_extra_and_the_command(tfds, 
 
 def test_tfds_download_with_no_network_fails_fast_in_one_line(tfds, tmp_path, monkeypatch):
   port = _closed_port()
-  monkeypatch.setattr(sources, "_tensorflow_available", lambda: True)
-  monkeypatch.setitem(sources.DOWNLOAD_HOSTS, "cifar10", ("127.0.0.1", port))
+  monkeypatch.setattr(tfds_reader, "_tensorflow_available", lambda: True)
+  monkeypatch.setitem(tfds_reader.DOWNLOAD_HOSTS, "cifar10", ("127.0.0.1", port))
   with pytest.raises(data.DatasetNotPreparedError) as err:
     data.load_dataset(cfg(source="tfds", name="cifar10", path=str(tmp_path)))  # default: True
   msg = str(err.value)
@@ -430,7 +432,7 @@ def test_tfds_download_with_no_network_fails_fast_in_one_line(tfds, tmp_path, mo
 
 
 def test_tfds_download_false_never_prepares(tfds, tmp_path, monkeypatch):
-  monkeypatch.setattr(sources, "_download_and_prepare",
+  monkeypatch.setattr(tfds_reader, "_download_and_prepare",
                       lambda *a: pytest.fail("data.download=False must not prepare"))
   with pytest.raises(data.DatasetNotPreparedError, match="not prepared"):
     data.load_dataset(cfg(source="tfds", name="cifar10", path=str(tmp_path), download=False))
@@ -464,9 +466,9 @@ def test_tfds_download_prepares_once_in_array_record_then_reads_offline(tfds, tm
         yield i, {"image": PIL.Image.fromarray(xs[split][i]), "label": int(ys[split][i])}
 
   name = FedjaxSharpDownloadProbe.name
-  monkeypatch.setattr(sources, "_tensorflow_available", lambda: True)
+  monkeypatch.setattr(tfds_reader, "_tensorflow_available", lambda: True)
   probes = []
-  monkeypatch.setattr(sources, "_probe", lambda host, port: probes.append(host))
+  monkeypatch.setattr(tfds_reader, "_probe", lambda host, port: probes.append(host))
   ds = data.load_tfds(name, data_dir=str(tmp_path), download=True)
   assert len(probes) == 1 and len(prepared_formats) == 1
   assert "array_record" in str(prepared_formats[0]).lower()

@@ -23,6 +23,7 @@ client_indices, rounds = _tiny.client_indices, 2
 PRELUDE = {
     "docs/library.md": _TINY,
     "docs/adding_an_algorithm.md": "",
+    "docs/adding_a_data_source.md": "",
 }
 
 # Blocks not run, by (file, the block's first line), with the reason.

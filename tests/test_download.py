@@ -20,6 +20,7 @@ import zipfile
 import pytest
 
 from fedjax_sharp.data import download
+from fedjax_sharp.data import download_files
 from fedjax_sharp.data.download import Resource
 from fedjax_sharp.errors import DataError
 
@@ -229,7 +230,7 @@ def test_trust_on_first_use_recorded_then_enforced(server, tmp_path, caplog):
 
 
 def _load_module_snippet():
-  # Loads download.py without fedjax_sharp.data's __init__ (which imports JAX: ~2 s).
+  # Loads download.py in a fresh interpreter (fedjax_sharp.data imports no JAX until `augment`).
   path = download.__file__
   return ("import importlib.util, sys; "
           f"spec = importlib.util.spec_from_file_location('dl', {path!r}); "
@@ -244,7 +245,7 @@ def test_extraction_killed_midway_leaves_no_dataset_and_is_redone(server, tmp_pa
   cache = tmp_path / "cache"
   code = _load_module_snippet() + (
       f"dl.fetch(dl.Resource('set', {url!r}, kind='tar.gz'), {str(cache)!r})")
-  env = dict(os.environ, **{download.PAUSE_ENV: str(flag)})
+  env = dict(os.environ, **{download_files.PAUSE_ENV: str(flag)})
   proc = subprocess.Popen([sys.executable, "-c", code], env=env)
   try:
     deadline = time.monotonic() + 30

@@ -1,4 +1,4 @@
-"""LEAF JSON and TFF SQLite text readers (`data/natural.py`) on small files written here.
+"""LEAF JSON and TFF SQLite text readers (`data/leaf.py`, `data/tff_sqlite.py`) on small files.
 
 Golden token ids are written by hand from the character table (position in
 `SHAKESPEARE_CHARS` + 3): 'D' 7 -> 10, ' ' 13 -> 16, 'C' 26 -> 29, 'b' 41 -> 44,
@@ -14,7 +14,9 @@ import sqlite3
 import numpy as np
 import pytest
 
+from fedjax_sharp.data import leaf
 from fedjax_sharp.data import natural as N
+from fedjax_sharp.data import tff_sqlite
 from fedjax_sharp.data import text as text_lib
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
@@ -90,7 +92,7 @@ def leaf_femnist_tree(base):
 
 def test_leaf_femnist_pixels_labels_clients_and_shards(tmp_path):
   base = leaf_femnist_tree(tmp_path / "femnist")
-  ds = N.load_leaf(str(base), "femnist")
+  ds = leaf.load_leaf(str(base), "femnist")
   assert isinstance(ds, ArrayDataset)
   assert ds.name == "leaf_femnist" and ds.num_classes == 62
   assert ds.client_ids == ("f0001_40", "f0002_41", "f0003_42")
@@ -107,7 +109,7 @@ def test_leaf_femnist_pixels_labels_clients_and_shards(tmp_path):
       femnist_image(3, 3), femnist_image(1, 1), femnist_image(2, 2), femnist_image(4, 4)]))
   assert parts(ds.test_clients) == [[0], [], [1, 2]]
   # LEAF's values kept (invert=False), and the directory holding train/ given directly.
-  raw = N.load_leaf(str(base / "data"), "femnist", invert=False, dataset_name="femnist")
+  raw = leaf.load_leaf(str(base / "data"), "femnist", invert=False, dataset_name="femnist")
   assert raw.name == "femnist"
   np.testing.assert_array_equal(raw.x_train, 255 - expected_train)
 
@@ -132,7 +134,7 @@ def leaf_shakespeare_tree(base):
 
 
 def test_leaf_shakespeare_next_char_ids(tmp_path):
-  ds = N.load_leaf(str(leaf_shakespeare_tree(tmp_path / "shakespeare")), "shakespeare")
+  ds = leaf.load_leaf(str(leaf_shakespeare_tree(tmp_path / "shakespeare")), "shakespeare")
   assert isinstance(ds, TokenDataset) and ds.label_mode == "sequence"
   assert ds.name == "leaf_shakespeare"
   assert ds.num_classes == 90 and ds.vocab_size == 90 and ds.input_shape == (80,)
@@ -155,9 +157,9 @@ def test_leaf_shakespeare_next_char_ids(tmp_path):
 
 def test_leaf_errors_name_the_file_and_the_user(tmp_path):
   with pytest.raises(ValueError, match="femnist"):
-    N.load_leaf(str(tmp_path), "sent140")
+    leaf.load_leaf(str(tmp_path), "sent140")
   with pytest.raises(DataError) as e:
-    N.load_leaf(str(tmp_path / "nope"), "femnist")
+    leaf.load_leaf(str(tmp_path / "nope"), "femnist")
   one_line_error(e, "nope", "does not exist")
 
   def tree(name, train_users, test_users=None, **kw):
@@ -173,13 +175,13 @@ def test_leaf_errors_name_the_file_and_the_user(tmp_path):
   os.remove(os.path.join(base, "test", "t.json"))
   os.rmdir(os.path.join(base, "test"))
   with pytest.raises(DataError) as e:
-    N.load_leaf(base, "femnist")
+    leaf.load_leaf(base, "femnist")
   one_line_error(e, base, "no test/ directory")
   # A split directory without JSON files.
   base, path = tree("nojson", good)
   os.rename(path, path + ".bak")
   with pytest.raises(DataError) as e:
-    N.load_leaf(base, "femnist")
+    leaf.load_leaf(base, "femnist")
   one_line_error(e, os.path.join(base, "train"), "no .json files")
   # Malformed JSON (a truncated file).
   base, path = tree("truncated", good)
@@ -188,19 +190,19 @@ def test_leaf_errors_name_the_file_and_the_user(tmp_path):
   with open(path, "w") as f:
     f.write(content[:len(content) // 2])
   with pytest.raises(DataError) as e:
-    N.load_leaf(base, "femnist")
+    leaf.load_leaf(base, "femnist")
   one_line_error(e, path, "not valid JSON")
   # Valid JSON, unknown schema.
   base, path = tree("schema", good)
   with open(path, "w") as f:
     json.dump({"clients": ["u"], "data": {}}, f)
   with pytest.raises(DataError) as e:
-    N.load_leaf(base, "femnist")
+    leaf.load_leaf(base, "femnist")
   one_line_error(e, path, "not a LEAF data file", "'clients'")
   with open(path, "w") as f:
     json.dump([1, 2], f)
   with pytest.raises(DataError) as e:
-    N.load_leaf(base, "femnist")
+    leaf.load_leaf(base, "femnist")
   one_line_error(e, path, "not a LEAF data file")
 
   cases = [
@@ -226,12 +228,12 @@ def test_leaf_errors_name_the_file_and_the_user(tmp_path):
   for i, (users, kw, needles) in enumerate(cases):
     base, path = tree(f"case{i}", users, **kw)
     with pytest.raises(DataError) as e:
-      N.load_leaf(base, "femnist")
+      leaf.load_leaf(base, "femnist")
     one_line_error(e, path, *needles)
   # The test split is validated the same way.
   base, _ = tree("badtest", good, test_users={"u": ([femnist_pixels(0, 0)], [99])})
   with pytest.raises(DataError) as e:
-    N.load_leaf(base, "femnist")
+    leaf.load_leaf(base, "femnist")
   one_line_error(e, os.path.join(base, "test", "t.json"), "user 'u'", "label 99")
 
   # Shakespeare: x of the wrong length, y not one character.
@@ -243,7 +245,7 @@ def test_leaf_errors_name_the_file_and_the_user(tmp_path):
     base, path = tree(f"shake{i}", {"ROMEO": (xs, ys)},
                       test_users={"ROMEO": ([shakespeare_row("x")], ["y"])})
     with pytest.raises(DataError) as e:
-      N.load_leaf(base, "shakespeare")
+      leaf.load_leaf(base, "shakespeare")
     one_line_error(e, path, "user 'ROMEO'", *needles)
 
 
@@ -298,7 +300,7 @@ def shakespeare_rows(pb2):
 def test_tff_shakespeare_sequences_clients_and_splits(tmp_path):
   pb2 = example_pb2()
   path = write_tff_sqlite(str(tmp_path / "shakespeare.sqlite"), shakespeare_rows(pb2))
-  ds = N.load_tff_shakespeare(path, seq_length=3)
+  ds = tff_sqlite.load_tff_shakespeare(path, seq_length=3)
   assert isinstance(ds, TokenDataset) and ds.label_mode == "token"
   assert ds.name == "shakespeare" and ds.num_classes == 90 and ds.vocab_size == 90
   assert ds.vocabulary.tokens[:3] == ("<pad>", "<bos>", "<eos>")
@@ -315,12 +317,12 @@ def test_tff_shakespeare_sequences_clients_and_splits(tmp_path):
   np.testing.assert_array_equal(ds.y_test, [[10, EOS, PAD], [74, EOS, PAD]])
   assert parts(ds.test_clients) == [[0], []]
   # Default length 80: one row per client here, padded with PAD.
-  ds80 = N.load_tff_shakespeare(path)
+  ds80 = tff_sqlite.load_tff_shakespeare(path)
   assert ds80.x_train.shape == (2, 80) and ds80.max_length == 80
   np.testing.assert_array_equal(ds80.x_train[0, :9], [BOS, 73, 51, 29, 10, EOS, BOS, 74, PAD])
   assert not ds80.x_train[0, 8:].any()
   # Another split as test; only some clients.
-  sub = N.load_tff_shakespeare(path, seq_length=3, test_split="validation", clients=["c1"])
+  sub = tff_sqlite.load_tff_shakespeare(path, seq_length=3, test_split="validation", clients=["c1"])
   assert sub.client_ids == ("c1",)
   # b'ignored': targets 'i' (position 65), 'g' (21), 'n' (44), each + 3.
   np.testing.assert_array_equal(sub.y_test[0], [68, 24, 47])
@@ -342,7 +344,7 @@ def test_tff_stackoverflow_vocabularies_bos_eos_pad_oov(tmp_path):
   path = write_tff_sqlite(str(tmp_path / "stackoverflow.sqlite"), stackoverflow_rows(pb2))
   # Vocabulary from the training split, counted by clients: a 2, list 2, then the words of
   # one client alphabetically: '.', 'do' ('sort' is used twice but by one client).
-  ds = N.load_tff_stackoverflow(path, vocab_size=4, max_length=5)
+  ds = tff_sqlite.load_tff_stackoverflow(path, vocab_size=4, max_length=5)
   assert ds.vocabulary.tokens == ("<pad>", "<bos>", "<eos>", "a", "list", ".", "do", "<oov>")
   assert ds.vocabulary.oov_id == 7 and ds.num_classes == 8 and ds.label_mode == "token"
   assert ds.client_ids == ("00000001", "00000002")
@@ -358,12 +360,12 @@ def test_tff_stackoverflow_vocabularies_bos_eos_pad_oov(tmp_path):
   np.testing.assert_array_equal(ds.y_test, [[o, o, o, 4, o]])
   assert parts(ds.test_clients) == [[0], []]
   # Counted by occurrences: 'sort' (2) joins 'a' and 'list'.
-  by_tokens = N.load_tff_stackoverflow(path, vocab_size=4, max_length=5, count_by="tokens")
+  by_tokens = tff_sqlite.load_tff_stackoverflow(path, vocab_size=4, max_length=5, count_by="tokens")
   assert by_tokens.vocabulary.symbols == ("a", "list", "sort", ".")
   # TFF's word-count file: its first vocab_size lines.
   counts = tmp_path / "stackoverflow.word_count"
   counts.write_text("list 100\nthe 90\nsort 80\ni 70\n")
-  wc = N.load_tff_stackoverflow(path, vocab_size=3, max_length=5,
+  wc = tff_sqlite.load_tff_stackoverflow(path, vocab_size=3, max_length=5,
                                 word_counts_path=str(counts), test_split="heldout")
   assert wc.vocabulary.tokens == ("<pad>", "<bos>", "<eos>", "list", "the", "sort", "<oov>")
   o = 6
@@ -379,7 +381,7 @@ def test_tff_stackoverflow_vocabularies_bos_eos_pad_oov(tmp_path):
   vpath = str(tmp_path / "vocabulary.json")
   text_lib.save_vocabulary(vpath, wc.vocabulary)
   assert N.load_lm_vocabulary(vpath) == wc.vocabulary
-  again = N.load_tff_stackoverflow(path, max_length=5, vocabulary=vpath, test_split="heldout")
+  again = tff_sqlite.load_tff_stackoverflow(path, max_length=5, vocabulary=vpath, test_split="heldout")
   np.testing.assert_array_equal(again.x_train, wc.x_train)
   with pytest.raises(DataError):
     text_lib.load_vocabulary(vpath)   # the classification loader refuses it, loudly
@@ -397,37 +399,37 @@ def test_metric_constants():
   assert words.id("w0") == 3
   assert N.stackoverflow_accuracy_ignore_ids(words) == N.STACKOVERFLOW_ACCURACY_IGNORE_IDS
   # Every LEAF letter but '>' and '}' has an id below OOV.
-  oov = [c for c in N.LEAF_SHAKESPEARE_LETTERS if N.encode_chars(c)[0] == N.SHAKESPEARE_OOV_ID]
+  oov = [c for c in leaf.LEAF_SHAKESPEARE_LETTERS if N.encode_chars(c)[0] == N.SHAKESPEARE_OOV_ID]
   assert oov == [">", "}"]
 
 
 def test_tff_sqlite_errors_name_the_file_and_the_client(tmp_path):
   pb2 = example_pb2()
   with pytest.raises(DataError) as e:
-    N.load_tff_shakespeare(str(tmp_path / "missing.sqlite"))
+    tff_sqlite.load_tff_shakespeare(str(tmp_path / "missing.sqlite"))
   one_line_error(e, "missing.sqlite", "does not exist")
   junk = tmp_path / "junk.sqlite"
   junk.write_bytes(b"this is not a database" * 100)
   with pytest.raises(DataError) as e:
-    N.load_tff_shakespeare(str(junk))
+    tff_sqlite.load_tff_shakespeare(str(junk))
   one_line_error(e, str(junk), "cannot be read as SQLite")
   empty = str(tmp_path / "empty.sqlite")
   sqlite3.connect(empty).close()
   with pytest.raises(DataError) as e:
-    N.load_tff_shakespeare(empty)
+    tff_sqlite.load_tff_shakespeare(empty)
   one_line_error(e, empty, "no table 'examples'")
 
   rows = shakespeare_rows(pb2)
   path = write_tff_sqlite(str(tmp_path / "shakespeare.sqlite"), rows)
   with pytest.raises(DataError) as e:
-    N.load_tff_shakespeare(path, test_split="heldout")
+    tff_sqlite.load_tff_shakespeare(path, test_split="heldout")
   one_line_error(e, path, "split_name='heldout'", "['test', 'train', 'validation']")
   with pytest.raises(ValueError, match="differ"):
-    N.load_tff_shakespeare(path, test_split="train")
+    tff_sqlite.load_tff_shakespeare(path, test_split="train")
   # A Stack Overflow file read as Shakespeare: no 'snippets' feature.
   so = write_tff_sqlite(str(tmp_path / "so.sqlite"), stackoverflow_rows(pb2))
   with pytest.raises(DataError) as e:
-    N.load_tff_shakespeare(so)
+    tff_sqlite.load_tff_shakespeare(so)
   one_line_error(e, so, "client '00000001' (train)", "lacks feature 'snippets'", "tokens")
   # A blob that is not a tf.train.Example; a feature of the wrong kind.
   for name, blob, needle in [("badproto", b"\xff\xff\xff", "not a serialized"),
@@ -435,7 +437,7 @@ def test_tff_sqlite_errors_name_the_file_and_the_client(tmp_path):
     bad = write_tff_sqlite(str(tmp_path / f"{name}.sqlite"),
                            rows + [("train", "c9", blob)])
     with pytest.raises(DataError) as e:
-      N.load_tff_shakespeare(bad)
+      tff_sqlite.load_tff_shakespeare(bad)
     one_line_error(e, bad, "client 'c9' (train)", needle)
   # client_metadata disagreeing with the examples, or listing a client with none.
   for name, override, needles in [
@@ -443,23 +445,23 @@ def test_tff_sqlite_errors_name_the_file_and_the_client(tmp_path):
       ("zero", {("c7", "test"): 0}, ("client 'c7' (test)", "zero examples"))]:
     bad = write_tff_sqlite(str(tmp_path / f"{name}.sqlite"), rows, metadata_override=override)
     with pytest.raises(DataError) as e:
-      N.load_tff_shakespeare(bad)
+      tff_sqlite.load_tff_shakespeare(bad)
     one_line_error(e, bad, *needles)
   # Without client_metadata (older copies) the file still reads.
   plain = write_tff_sqlite(str(tmp_path / "plain.sqlite"), rows, metadata=False)
-  assert N.load_tff_shakespeare(plain, seq_length=3).num_train == 4
+  assert tff_sqlite.load_tff_shakespeare(plain, seq_length=3).num_train == 4
   # Word-count files.
   with pytest.raises(DataError) as e:
-    N.load_tff_stackoverflow(so, word_counts_path=str(tmp_path / "nope.word_count"))
+    tff_sqlite.load_tff_stackoverflow(so, word_counts_path=str(tmp_path / "nope.word_count"))
   one_line_error(e, "nope.word_count", "does not exist")
   wc = tmp_path / "bad.word_count"
   wc.write_text("the 10\nfoo bar baz\n")
   with pytest.raises(DataError) as e:
-    N.load_tff_stackoverflow(so, word_counts_path=str(wc))
+    tff_sqlite.load_tff_stackoverflow(so, word_counts_path=str(wc))
   one_line_error(e, str(wc), "line 2", "'word count'")
   wc.write_text("the 10\nthe 9\n")
   with pytest.raises(DataError) as e:
-    N.load_tff_stackoverflow(so, word_counts_path=str(wc))
+    tff_sqlite.load_tff_stackoverflow(so, word_counts_path=str(wc))
   one_line_error(e, str(wc), "line 2", "twice")
 
 
@@ -470,6 +472,6 @@ def test_leaf_nan_pixel_is_named(tmp_path):
   write_leaf(base / "train" / "t.json", {"u": ([femnist_pixels(3, 3), pixels], [1, 2])})
   write_leaf(base / "test" / "t.json", {"u": ([femnist_pixels(0, 0)], [1])})
   with pytest.raises(DataError) as e:
-    N.load_leaf(str(base), "femnist")
+    leaf.load_leaf(str(base), "femnist")
   one_line_error(e, "1 float pixel(s) are nan", "image 1, at (1, 1, 0)")
   assert "got 0" not in str(e.value)    # not a misleading range

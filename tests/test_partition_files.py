@@ -10,10 +10,11 @@ import pytest
 from fedjax_sharp import data
 from fedjax_sharp.data import partition_files as PF
 from fedjax_sharp.errors import DataError
+from fedjax_sharp.training.config import base_config
 
 
 def cfg(**kw):
-  return types.SimpleNamespace(**kw)
+  return types.SimpleNamespace(**{**base_config().data.to_dict(), **kw})
 
 
 def labels_1000():
@@ -156,9 +157,9 @@ def test_file_partition_config_errors(tmp_path):
 
 
 def test_config_dict_fields_default(tmp_path):
-  ml_collections = pytest.importorskip("ml_collections")
   path = write_json(tmp_path / "p.json", {"clients": [[0], [1, 2]]})
-  c = ml_collections.ConfigDict({"partition": "file", "partition_path": path, "num_clients": 2})
+  c = base_config().data   # an ml_collections.ConfigDict; the other fields keep their defaults
+  c.partition, c.partition_path, c.num_clients = "file", path, 2
   assert len(data.partition_dataset(np.zeros(3, np.int32), c, seed=0)) == 2
 
 

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from fedjax_sharp.data.types import ArrayDataset
+from fedjax_sharp.errors import DataError
 
 # Published per-channel statistics of x / 255 on the training sets.
 DATASET_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -99,6 +100,16 @@ def make_dataset(name, x_train, y_train, x_test, y_test, num_classes=None, mean=
                       y_test=y_test, num_classes=int(num_classes),
                       mean=tuple(float(m) for m in mean), std=tuple(float(s) for s in std),
                       **natural)
+
+
+def dataset_from_splits(where: str, name: str, splits: dict, num_classes) -> ArrayDataset:
+  """`make_dataset` of `splits` = {x_train, y_train, x_test, y_test}; a problem is one
+  `DataError` naming `where` (the file or directory read)."""
+  try:
+    return make_dataset(name, splits["x_train"], splits["y_train"], splits["x_test"],
+                        splits["y_test"], num_classes=num_classes)
+  except ValueError as e:
+    raise DataError(f"{where}: {e}") from None
 
 
 def stratified_subset(labels: np.ndarray, k: int, seed) -> np.ndarray:

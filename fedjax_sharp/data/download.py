@@ -30,9 +30,9 @@ Why each step:
   page or a body cut short is never what later downloads are held to. A refusal names the
   exact files to delete.
 * A transfer stops early when it exceeds the pinned size or its Content-Length, and when it
-  runs slower than `_MIN_RATE` bytes/s over a `timeout` window (a server trickling a byte a
-  second defeats a socket timeout). A download that fails because there is no network (no DNS,
-  network unreachable) is not retried.
+  runs slower than `download_files._MIN_RATE` bytes/s over a `timeout` window (a server
+  trickling a byte a second defeats a socket timeout). A download that fails because there
+  is no network (no DNS, network unreachable) is not retried.
 * Compressed archives are read to the end of the stream, so the gzip/bzip2/xz checksum is
   verified, and a tar that ends in a garbled or truncated header is refused (tarfile alone stops
   there silently). A write error while unpacking (disk full, file too large) is told apart from
@@ -46,31 +46,25 @@ Why each step:
 """
 from __future__ import annotations
 
-import bz2
 import contextlib
 import dataclasses
 import errno
 import glob
-import gzip
 import hashlib
 import http.client
 import json
 import logging
-import lzma
 import os
 import posixpath
 import shutil
 import socket
-import stat
-import tarfile
 import tempfile
 import time
 import urllib.error
-import urllib.request
-import zipfile
-import zlib
 from typing import Sequence
 
+from fedjax_sharp.data.download_files import (CHUNK, BadArchive, ShortRead, WriteError,
+                                              download_to, one_line_reason, unpack)
 from fedjax_sharp.errors import DataError
 from fedjax_sharp.fileio import atomic_write_bytes
 
@@ -82,15 +76,8 @@ except ImportError:  # not POSIX: no cross-process lock
 _log = logging.getLogger(__name__)
 
 CACHE_ENV = "FEDJAX_SHARP_DATA"
-PAUSE_ENV = "FEDJAX_SHARP_TEST_EXTRACT_PAUSE"  # tests: touch this path, sleep mid-extraction
 KINDS = (None, "tar", "tar.gz", "tgz", "tar.bz2", "tar.xz", "zip", "lzma", "xz", "bz2", "gz")
-_SINGLE = {"lzma": lzma.open, "xz": lzma.open, "bz2": bz2.open, "gz": gzip.open}
-_CHUNK = 1 << 20
 _BACKOFF_S = 1.0            # sleep before retry k: k * _BACKOFF_S
-_PROGRESS_EVERY_S = 10.0
-_MIN_RATE = 1024            # bytes/s: a transfer slower than this over `timeout` seconds stops
-_TAR_OPEN = {"tar": open, "tar.gz": gzip.open, "tgz": gzip.open, "tar.bz2": bz2.open,
-             "tar.xz": lzma.open}
 # Offline, a dataset's message also names the files that loading it needs next.
 _NEEDS_ALSO = {"stackoverflow": ("stackoverflow_word_count",)}
 _MARKER = ".complete"
@@ -202,11 +189,11 @@ def fetch(resource: Resource | Sequence[Resource], cache_dir: str | None = None,
       for r, got in zip(resources, files):
         _log.info("%s: unpacking %s", name, got.path)
         try:
-          _unpack(r, got.path, tmp, name)
-        except _BadArchive as e:
+          unpack(r, got.path, tmp, name)
+        except BadArchive as e:
           raise DataError(f"{name}: cannot unpack {got.path} ({e}); "
                           f"{_delete_advice(got)}") from None
-        except _WriteError as e:
+        except WriteError as e:
           raise DataError(f"{name}: cannot write the unpacked files in {cache_dir} ({e}); "
                           f"the download {got.path} is kept (it is not at fault): free space "
                           f"there or set {CACHE_ENV} to another directory, and rerun") from None
@@ -270,7 +257,7 @@ def _locked(path: str):
 def _hashes(path: str) -> tuple[int, str, str]:
   sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
   with open(path, "rb") as f:
-    while chunk := f.read(_CHUNK):
+    while chunk := f.read(CHUNK):
       sha.update(chunk)
       md5.update(chunk)
       size += len(chunk)
@@ -336,9 +323,9 @@ def _obtain(r: Resource, name: str, cache_dir: str, retries: int, timeout: float
       if not unreachable:
         time.sleep(_BACKOFF_S * attempt)
     try:
-      _download(url, part, timeout, name, r.size)
-    except (http.client.HTTPException, OSError, _ShortRead) as e:  # OSError: URLError, sockets
-      why = f"cannot download {url} ({_reason(e)})"
+      download_to(url, part, timeout, name, r.size)
+    except (http.client.HTTPException, OSError, ShortRead) as e:  # OSError: URLError, sockets
+      why = f"cannot download {url} ({one_line_reason(e)})"
       failure = f"{why}; looked in {cache_dir}; offline: {offline}"
       if _no_network(e):
         unreachable.add(url)
@@ -364,179 +351,3 @@ def _trust(got: _Obtained, name: str) -> None:
   log("%s: the SHA-256 of %s is not pinned%s; recorded %s in %s (it unpacked and read "
       "cleanly) and will insist on it (trust on first use)", name, got.path,
       " (its md5 matched)" if got.md5_ok else "", got.sha, got.sidecar)
-
-
-class _ShortRead(Exception):
-  pass
-
-
-class _BadArchive(Exception):
-  """The downloaded file does not unpack: garbled, truncated or not an archive."""
-
-
-class _WriteError(Exception):
-  """Unpacking failed on the writing side (disk full, file too large, read-only)."""
-
-
-def _reason(e: BaseException) -> str:
-  """One line: 'HTTP 404 Not Found', '[Errno 111] Connection refused', 'timed out'..."""
-  text = (f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else
-          str(e.reason) if isinstance(e, urllib.error.URLError) else str(e) or type(e).__name__)
-  return " ".join(text.split())
-
-
-def _download(url: str, part: str, timeout: float, name: str, size: int | None) -> None:
-  """Appends the rest of `url` to `part` (resuming at its length); raises _ShortRead if the
-  connection ends before the announced length, if more arrives than the pinned size (or the
-  Content-Length), or if fewer than `_MIN_RATE * timeout` bytes arrive in `timeout` seconds."""
-  have = os.path.getsize(part) if os.path.exists(part) else 0
-  headers = {"User-Agent": "fedjax_sharp-download/1"}
-  if have:
-    headers["Range"] = f"bytes={have}-"
-  try:
-    response = urllib.request.urlopen(urllib.request.Request(url, headers=headers),
-                                      timeout=timeout)
-  except urllib.error.HTTPError as e:
-    if e.code == 416 and have:  # nothing after byte `have`: the .part is whole (or stale)
-      return
-    raise
-  with response:
-    content_range = response.headers.get("Content-Range", "")
-    if have and response.status == 206 and not content_range.startswith(f"bytes {have}-"):
-      os.remove(part)
-      raise _ShortRead(f"asked for bytes {have}-, got the range {content_range!r}")
-    if have and response.status != 206:
-      _log.info("%s: %s ignored the range request; restarting from byte 0", name, url)
-      have = 0
-    length = response.headers.get("Content-Length", "")
-    remaining = int(length) if length.isdigit() else None
-    if size is not None and remaining is not None and have + remaining != size:
-      if have:
-        os.remove(part)
-      raise _ShortRead(f"the server announces {have + remaining} bytes, expected {size} bytes "
-                       "(the pinned size)")
-    limit = size if size is not None else (have + remaining if remaining is not None else None)
-    total = limit
-    _log.info("%s: downloading %s (%s)%s", name, url, _mb(total),
-              f", resuming at {_mb(have)}" if have else "")
-    got, last = 0, time.monotonic()
-    window_start, window_got = last, 0
-    with open(part, "ab" if have else "wb") as f:
-      while chunk := response.read1(_CHUNK):
-        try:
-          f.write(chunk)
-        except OSError as e:  # disk full, read-only: not worth a retry
-          raise DataError(f"{name}: cannot write {part} ({e})") from None
-        got += len(chunk)
-        window_got += len(chunk)
-        if limit is not None and have + got > limit:
-          f.close()
-          os.remove(part)
-          raise _ShortRead(f"more than the expected {limit} bytes arrived; stopped at "
-                           f"{have + got}")
-        now = time.monotonic()
-        if now - window_start >= timeout:
-          if window_got < _MIN_RATE * (now - window_start):
-            raise _ShortRead(f"too slow: {window_got} bytes in {now - window_start:.0f} s, "
-                             f"under {_MIN_RATE} bytes/s (the partial file is kept and resumed)")
-          window_start, window_got = now, 0
-        if now - last >= _PROGRESS_EVERY_S:
-          last = now
-          pct = f" ({100 * (have + got) / total:.0f}%)" if total else ""
-          _log.info("%s: %s of %s%s", name, _mb(have + got), _mb(total), pct)
-  if remaining is not None and got < remaining:
-    raise _ShortRead(f"connection closed after {have + got} of {have + remaining} bytes")
-
-
-def _mb(n: int | None) -> str:
-  return "size unknown" if n is None else f"{n / 1e6:.1f} MB"
-
-
-def _pause_for_tests() -> None:
-  flag = os.environ.get(PAUSE_ENV)
-  if flag:
-    open(flag, "w").close()
-    time.sleep(60)
-
-
-class _LastBlock:
-  """A read-only file wrapper that keeps the last header-sized read: tarfile stops silently
-  at a garbled or truncated header after the first member, so the caller checks that the
-  archive ended on a zero block."""
-
-  def __init__(self, f):
-    self.f, self.last = f, None
-
-  def read(self, n=-1):
-    data = self.f.read(n)
-    if n == tarfile.BLOCKSIZE:
-      self.last = data
-    return data
-
-  def seek(self, *args):
-    return self.f.seek(*args)
-
-  def tell(self):
-    return self.f.tell()
-
-
-def _unpack(r: Resource, src: str, dest: str, name: str) -> None:
-  """Raises _BadArchive or _WriteError (or DataError for a refused member)."""
-  try:
-    if r.kind is None:
-      try:
-        os.link(src, os.path.join(dest, r.file_name))  # no copy; the download may be removed
-      except OSError:
-        shutil.copyfile(src, os.path.join(dest, r.file_name))
-    elif r.kind in _SINGLE:
-      out = os.path.join(dest, os.path.splitext(r.file_name)[0])
-      with _SINGLE[r.kind](src, "rb") as fin, open(out, "wb") as fout:
-        shutil.copyfileobj(fin, fout, _CHUNK)
-    elif r.kind == "zip":
-      with zipfile.ZipFile(src) as zf:
-        for i, info in enumerate(zf.infolist()):
-          _check_member(info.filename, src, name)
-          if stat.S_ISLNK(info.external_attr >> 16):
-            raise DataError(f"{name}: {src} holds a link {info.filename!r}; refusing to extract")
-          zf.extract(info, dest)
-          if i == 0:
-            _pause_for_tests()
-    else:
-      with _TAR_OPEN[r.kind](src, "rb") as raw:
-        stream = _LastBlock(raw)
-        count = 0
-        with tarfile.open(fileobj=stream, mode="r:") as tar:
-          for i, member in enumerate(tar):
-            _check_member(member.name, src, name)
-            if member.issym() or member.islnk():
-              base = posixpath.dirname(member.name) if member.issym() else ""
-              _check_member(posixpath.join(base, member.linkname), src, name, member.name)
-            elif not (member.isfile() or member.isdir()):
-              raise DataError(f"{name}: {src} member {member.name!r} is a device or pipe; "
-                              "refusing to extract it")
-            tar.extract(member, dest, filter="data")
-            count += 1
-            if i == 0:
-              _pause_for_tests()
-        if stream.last != bytes(tarfile.BLOCKSIZE):
-          raise _BadArchive(f"the tar ends in a garbled or truncated header after {count} "
-                            f"member(s)")
-        while chunk := raw.read(_CHUNK):   # to the end: the gzip/bzip2/xz checksum is checked
-          if chunk.count(0) != len(chunk):
-            raise _BadArchive("data after the end of the tar")
-  except (EOFError, lzma.LZMAError, tarfile.TarError, zipfile.BadZipFile, zlib.error) as e:
-    raise _BadArchive(_reason(e)) from None
-  except OSError as e:
-    if e.errno is None:   # gzip.BadGzipFile, bz2's 'Invalid data stream', CRC failures
-      raise _BadArchive(_reason(e)) from None
-    raise _WriteError(_reason(e)) from None
-
-
-def _check_member(path: str, archive: str, name: str, member: str | None = None) -> None:
-  """Refuses a member (or a link target) that would resolve outside the extraction root."""
-  norm = posixpath.normpath(path.replace("\\", "/"))
-  if path.startswith(("/", "\\")) or os.path.isabs(path) or norm == ".." or \
-     norm.startswith("../") or (len(norm) > 1 and norm[1] == ":"):
-    what = f"member {member!r} links to" if member else "member"
-    raise DataError(f"{name}: {archive} {what} {path!r} outside the dataset directory; "
-                    "refusing to extract it")

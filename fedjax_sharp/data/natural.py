@@ -1,57 +1,16 @@
-"""The natural federated benchmarks in their published on-disk formats (no TensorFlow).
+"""Language-model data: token ids, vocabularies and next-token sequences, for the text
+datasets with a natural partition (Shakespeare and Stack Overflow from TFF's SQLite files,
+`tff_sqlite`; LEAF's Shakespeare, `leaf`). No file format is read here.
 
-Two formats hold most of the federated benchmarks that researchers already have on disk:
-
-* LEAF JSON (`load_leaf`): what LEAF's `preprocess.sh` writes and what FedML and FL-bench
-  read. `<root>/train/*.json` and `<root>/test/*.json` (`<root>` may also be the directory
-  above LEAF's `data/`), each file an object
-
-      {"users": [id, ...], "num_samples": [n, ...],
-       "user_data": {id: {"x": [...], "y": [...]}, ...}, "hierarchies": [...]}
-
-  ('num_samples' and 'hierarchies' are optional; 'hierarchies' is ignored). LEAF splits each
-  user's examples into a train and a test part (`-t sample`), so train and test are aligned
-  per user. A user may appear in several files of one split (shards): its examples are
-  concatenated in file-name order. `user_data` entries with no examples that are not listed
-  in 'users' are ignored (LEAF's `split_data.py` leaves one for every user it drops).
-  Users found only in test/ (LEAF's `-t user` split) keep their examples in `x_test` but own
-  no client.
-
-  - 'femnist': x = 784 floats per example, LEAF's `pixel / 255` of the NIST scan (background
-    1.0, ink near 0), y in 0..61 (digits, then upper case, then lower case). Images become
-    uint8 `[n, 28, 28, 1]` = `round((1 - x) * 255)` (`invert=True`, the MNIST convention:
-    ink bright), the same convention as `federated_files.load_federated_h5` for TFF's
-    Federated EMNIST. An `ArrayDataset` with 62 classes.
-  - 'shakespeare': x = 80-character strings, y = the next character (LEAF's next-character
-    classification). A `TokenDataset` with x int32 `[n, 80]` (character ids, no BOS/EOS) and
-    y int32 `[n]` (the next character's id), num_classes = SHAKESPEARE_VOCAB_SIZE (90), so a
-    next-character model trained on the TFF form below classifies LEAF's examples with the
-    same ids. LEAF's 80 letters and fedjax's 86 characters differ: '>' and '}' (in LEAF's
-    table, not fedjax's) map to SHAKESPEARE_OOV_ID; every character outside the 86 does.
-
-* TFF's SQLite client data (`shakespeare.sqlite`, `stackoverflow.sqlite` after lzma
-  decompression): a table `examples(split_name, client_id, serialized_example_proto)` of
-  `tf.train.Example` protos, parsed with the protobuf classes bundled in tensorflow-datasets
-  (as `federated_files.load_federated_sqlite` does for EMNIST). If the file's
-  `client_metadata(client_id, split_name, num_examples)` table is there, its counts must
-  match the examples read.
-
-  - `load_tff_shakespeare`: feature 'snippets' (one bytes value: a contiguous passage of one
-    character's lines), splits 'train' / 'test'. Per client, fedjax's preprocessing: every
+  - Shakespeare (`shakespeare_sequences`): per client, fedjax's preprocessing: every
     snippet becomes BOS, its bytes' ids, EOS; the client's snippets are joined into one
     sequence s; inputs s[:-1] and targets s[1:] are cut into rows of `seq_length` (80),
     the last row padded with PAD. With seq_length 3, [b'ABCD', b'E'] becomes
     x = [[BOS, A, B], [C, D, EOS], [BOS, E, PAD]], y = [[A, B, C], [D, EOS, BOS],
     [E, EOS, PAD]]. Bytes are mapped one by one (a non-ASCII character is several OOVs).
-  - `load_tff_stackoverflow`: feature 'tokens' (one bytes value: the post's tokens joined
-    by spaces; 'title', 'tags', 'creation_date', 'score', 'type' are not read), splits
-    'train', 'heldout', 'test'. Each example is one sequence: x = [BOS, w1, ..., wn] and
+  - Stack Overflow (`word_sequences`): each post is one sequence: x = [BOS, w1, ..., wn] and
     y = [w1, ..., wn, EOS], each cut to `max_length` (20) and padded with PAD (fedjax's
     `StackoverflowTokenizer`; a post longer than max_length - 1 words loses its EOS).
-
-  Both give a `TokenDataset` with `label_mode='token'`: x and y int32 `[n, L]`,
-  num_classes = the vocabulary size, one client per TFF client (train split), its rows of
-  the test split aligned (`test_clients`).
 
 Token ids (fedjax's layout; `LMVocabulary` holds it, `vocabulary.tokens[i]` names id i):
 
@@ -87,25 +46,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import logging
 import os
-import sqlite3
-from typing import Any, Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from fedjax_sharp.data import text as text_lib
-from fedjax_sharp.data.federated_files import TEXT_SQLITE  # pylint: disable=unused-import
-from fedjax_sharp.data.federated_files import _assemble_federated
-from fedjax_sharp.data.federated_files import _cfg
-from fedjax_sharp.data.federated_files import _example_pb2
-from fedjax_sharp.data.federated_files import _pixels_to_uint8
-from fedjax_sharp.data.federated_files import _sort_key
-from fedjax_sharp.data.federated_files import client_rows
-from fedjax_sharp.data.federated_files import open_examples_table
-from fedjax_sharp.data.federated_files import resolve_path
-from fedjax_sharp.data.types import ArrayDataset
+from fedjax_sharp.data.federated_files import client_rows, sort_key
 from fedjax_sharp.data.types import TokenDataset
 from fedjax_sharp.errors import DataError
 
@@ -128,10 +76,6 @@ SHAKESPEARE_LOSS_IGNORE_IDS = (PAD_ID,)
 SHAKESPEARE_ACCURACY_IGNORE_IDS = (BOS_ID, EOS_ID)
 # Ids a next-character model should never predict (fedjax's logits mask).
 SHAKESPEARE_UNPREDICTABLE_IDS = (PAD_ID, BOS_ID, EOS_ID, SHAKESPEARE_OOV_ID)
-# LEAF's `ALL_LETTERS` (models/utils/language_utils.py), for reference: '>' and '}' are not
-# in SHAKESPEARE_CHARS and read as OOV.
-LEAF_SHAKESPEARE_LETTERS = ("\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]"
-                            "abcdefghijklmnopqrstuvwxyz}")
 
 STACKOVERFLOW_NUM_WORDS = 10000
 STACKOVERFLOW_OOV_ID = NUM_RESERVED + STACKOVERFLOW_NUM_WORDS        # 10003
@@ -143,9 +87,6 @@ STACKOVERFLOW_LOSS_IGNORE_IDS = (PAD_ID,)
 STACKOVERFLOW_ACCURACY_IGNORE_IDS = (BOS_ID, EOS_ID, STACKOVERFLOW_OOV_ID)
 STACKOVERFLOW_UNPREDICTABLE_IDS = (PAD_ID, BOS_ID, EOS_ID, STACKOVERFLOW_OOV_ID)
 
-FEMNIST_NUM_CLASSES = 62
-FEMNIST_SIDE = 28
-LEAF_DATASETS = ("femnist", "shakespeare")
 
 VOCAB_FORMAT = "fedjax_sharp.lm_vocabulary"
 VOCAB_VERSION = 1
@@ -314,15 +255,15 @@ def word_sequences(posts: Sequence[Sequence[str]], vocabulary: LMVocabulary,
 # --------------------------------------------------------------------------------------
 # Assembly of per-client arrays into a TokenDataset with a natural partition.
 # --------------------------------------------------------------------------------------
-def _assemble_tokens(name: str, per_split: dict, vocabulary, num_classes: int,
-                     label_mode: str, where: str) -> TokenDataset:
+def assemble_tokens(name: str, per_split: dict, vocabulary, num_classes: int,
+                    label_mode: str, where: str) -> TokenDataset:
   """per_split[split] = {client_id: (x int32, y int32)} -> TokenDataset + natural clients.
 
-  Clients: the training split's, in `_sort_key` order; test rows of each client aligned,
+  Clients: the training split's, in `sort_key` order; test rows of each client aligned,
   those of test-only clients after them (in x_test, owned by no client).
   """
   train, test = per_split["train"], per_split["test"]
-  client_ids = _sort_key(train.keys())
+  client_ids = sort_key(train.keys())
   (xs, ys, train_clients), (txs, tys, test_clients) = client_rows(train, test, client_ids)
   orphans = sum(len(test[c][0]) for c in test if c not in train)
   if orphans:
@@ -338,260 +279,6 @@ def _assemble_tokens(name: str, per_split: dict, vocabulary, num_classes: int,
     raise DataError(f"{where}: {e}") from None
 
 
-# --------------------------------------------------------------------------------------
-# LEAF JSON.
-# --------------------------------------------------------------------------------------
-def _leaf_femnist_user(what: str, xs: list, ys: list, invert: bool):
-  try:
-    pixels = np.asarray(xs, dtype=np.float64)
-  except (TypeError, ValueError):
-    raise DataError(f"{what}: 'x' must be lists of {FEMNIST_SIDE ** 2} numbers (28x28 "
-                    f"pixels) of equal length") from None
-  if pixels.ndim != 2 or pixels.shape[1] != FEMNIST_SIDE ** 2:
-    raise DataError(f"{what}: 'x' examples must hold {FEMNIST_SIDE ** 2} pixel values "
-                    f"(28x28), got shape {pixels.shape}")
-  images = _pixels_to_uint8(pixels.reshape(-1, FEMNIST_SIDE, FEMNIST_SIDE), invert, what)
-  for i, v in enumerate(ys):
-    if isinstance(v, bool) or not isinstance(v, int):
-      raise DataError(f"{what}: label {v!r} of example {i} is not an integer")
-    if not 0 <= v < FEMNIST_NUM_CLASSES:
-      raise DataError(f"{what}: label {v} of example {i} is outside [0, "
-                      f"{FEMNIST_NUM_CLASSES})")
-  return images, np.asarray(ys, dtype=np.int64)
-
-
-def _leaf_shakespeare_user(what: str, xs: list, ys: list, seq_length: int):
-  for i, s in enumerate(xs):
-    if not isinstance(s, str) or len(s) != seq_length:
-      got = f"{len(s)} characters" if isinstance(s, str) else type(s).__name__
-      raise DataError(f"{what}: 'x' of example {i} must be a string of {seq_length} "
-                      f"characters, got {got}")
-  for i, c in enumerate(ys):
-    if not isinstance(c, str) or len(c) != 1:
-      raise DataError(f"{what}: 'y' of example {i} must be one character (the next "
-                      f"character), got {c!r}")
-  x = encode_chars("".join(xs)).reshape(len(xs), seq_length)
-  y = encode_chars("".join(ys))
-  return x, y
-
-
-def _read_leaf_file(path: str, parse_user: Callable) -> dict:
-  """{user: (x, y)} of one LEAF JSON file, validated (module docstring)."""
-  try:
-    with open(path, "rb") as f:
-      obj = json.loads(f.read().decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise DataError(f"{path}: not valid JSON ({type(e).__name__}: {e})") from None
-  except OSError as e:
-    raise DataError(f"{path}: cannot be read ({e})") from None
-  expected = "a JSON object with 'users', 'num_samples' and 'user_data'"
-  if not isinstance(obj, dict) or "users" not in obj or "user_data" not in obj:
-    found = sorted(obj)[:6] if isinstance(obj, dict) else type(obj).__name__
-    raise DataError(f"{path}: not a LEAF data file (expected {expected}; found {found})")
-  users, user_data = obj["users"], obj["user_data"]
-  if not isinstance(users, list) or not isinstance(user_data, dict):
-    raise DataError(f"{path}: 'users' must be a list and 'user_data' an object ({expected})")
-  users = [str(u) for u in users]
-  if len(set(users)) != len(users):
-    dup = next(u for u, c in collections.Counter(users).items() if c > 1)
-    raise DataError(f"{path}: user {dup!r} is listed twice in 'users'")
-  num_samples = obj.get("num_samples")
-  if num_samples is not None and (not isinstance(num_samples, list)
-                                  or len(num_samples) != len(users)):
-    got = len(num_samples) if isinstance(num_samples, list) else type(num_samples).__name__
-    raise DataError(f"{path}: 'num_samples' must be a list with one count per user "
-                    f"({len(users)} users, got {got})")
-  listed = set(users)
-  for u, entry in user_data.items():
-    if u not in listed:
-      if isinstance(entry, dict) and not entry.get("x") and not entry.get("y"):
-        continue   # LEAF's split_data.py keeps an empty entry for every user it dropped
-      raise DataError(f"{path}: user {u!r} has examples in 'user_data' but is not listed "
-                      f"in 'users'")
-  out = {}
-  for k, u in enumerate(users):
-    what = f"{path}: user {u!r}"
-    if u not in user_data:
-      raise DataError(f"{what} is listed in 'users' but has no entry in 'user_data'")
-    entry = user_data[u]
-    if (not isinstance(entry, dict) or not isinstance(entry.get("x"), list)
-        or not isinstance(entry.get("y"), list)):
-      raise DataError(f"{what}: 'user_data' entry must be an object with lists 'x' and 'y'")
-    xs, ys = entry["x"], entry["y"]
-    if len(xs) != len(ys):
-      raise DataError(f"{what}: {len(xs)} examples in 'x' but {len(ys)} labels in 'y'")
-    if not xs:
-      raise DataError(f"{what} has zero examples")
-    if num_samples is not None and num_samples[k] != len(xs):
-      raise DataError(f"{what}: num_samples says {num_samples[k]!r} but 'x' holds "
-                      f"{len(xs)} examples")
-    out[u] = parse_user(what, xs, ys)
-  return out
-
-
-def _read_leaf_split(split_dir: str, parse_user: Callable) -> dict:
-  """{user: (x, y)} of every *.json file in split_dir; shards concatenated by file name."""
-  files = sorted(f for f in os.listdir(split_dir)
-                 if f.endswith(".json") and not f.startswith("."))
-  if not files:
-    raise DataError(f"{split_dir}: no .json files (expected LEAF data files)")
-  parts: dict[str, list] = {}
-  for fname in files:
-    for u, xy in _read_leaf_file(os.path.join(split_dir, fname), parse_user).items():
-      parts.setdefault(u, []).append(xy)
-  return {u: (np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps]))
-          for u, ps in parts.items()}
-
-
-def leaf_root(root: str) -> str:
-  """The directory holding train/ and test/: `root` itself, or `root/data` (LEAF's
-  `data/<dataset>/data` layout when given `data/<dataset>`)."""
-  root = os.path.abspath(root)
-  if not os.path.isdir(root):
-    raise DataError(f"LEAF data directory {root!r} does not exist")
-  if not os.path.isdir(os.path.join(root, "train")) and os.path.isdir(
-      os.path.join(root, "data", "train")):
-    root = os.path.join(root, "data")
-  for split in ("train", "test"):
-    if not os.path.isdir(os.path.join(root, split)):
-      raise DataError(f"{root}: no {split}/ directory (expected LEAF's layout "
-                      f"<root>/train/*.json and <root>/test/*.json)")
-  return root
-
-
-def load_leaf(root: str, name: str, *, invert: bool = True,
-              seq_length: int = SHAKESPEARE_SEQUENCE_LENGTH,
-              dataset_name: str | None = None) -> ArrayDataset | TokenDataset:
-  """A LEAF dataset from its JSON files (module docstring), with its natural partition.
-
-  Args:
-    root: directory holding train/ and test/ (or the one above LEAF's data/).
-    name: the LEAF dataset: 'femnist' (-> `ArrayDataset`, 62 classes) or 'shakespeare'
-      (-> `TokenDataset`: x int32 `[n, seq_length]`, y int32 `[n]` next-character ids).
-    invert: FEMNIST: store `1 - x` (ink bright, as MNIST); False keeps LEAF's values.
-    seq_length: Shakespeare: the length every 'x' string must have (LEAF: 80).
-    dataset_name: the returned dataset's name (default 'leaf_<name>').
-  """
-  if name not in LEAF_DATASETS:
-    raise ValueError(f"load_leaf: name must be one of {list(LEAF_DATASETS)}, got {name!r}")
-  root = leaf_root(root)
-  dataset_name = dataset_name or f"leaf_{name}"
-  if name == "femnist":
-    def parse(what, xs, ys):
-      return _leaf_femnist_user(what, xs, ys, invert)
-  else:
-    if isinstance(seq_length, bool) or int(seq_length) != seq_length or seq_length < 1:
-      raise ValueError(f"load_leaf: seq_length must be a positive integer, got {seq_length}")
-    def parse(what, xs, ys):
-      return _leaf_shakespeare_user(what, xs, ys, int(seq_length))
-  per_split = {split: _read_leaf_split(os.path.join(root, split), parse)
-               for split in ("train", "test")}
-  if name == "femnist":
-    return _assemble_federated(dataset_name, per_split, FEMNIST_NUM_CLASSES, root)
-  return _assemble_tokens(dataset_name, per_split, shakespeare_vocabulary(),
-                          SHAKESPEARE_VOCAB_SIZE, "sequence", root)
-
-
-# --------------------------------------------------------------------------------------
-# TFF SQLite text.
-# --------------------------------------------------------------------------------------
-def _read_tff_bytes_feature(path: str, splits: dict, feature: str,
-                            clients: Sequence[str] | None) -> dict:
-  """{key: {client_id: [feature value (bytes), ...]}} for `splits` = {key: split_name},
-  examples in table order; checked against `client_metadata` when that table exists."""
-  if not os.path.isfile(path):
-    raise DataError(f"SQLite file {path!r} does not exist")
-  if len(set(splits.values())) != len(splits):
-    raise ValueError(f"the train and test split names must differ, got {splits}")
-  pb2 = _example_pb2()
-  by_name = {split: key for key, split in splits.items()}
-  out: dict = {key: {} for key in splits}
-  try:
-    con = open_examples_table(path)
-    try:
-      names = list(by_name)
-      query = ("SELECT split_name, client_id, serialized_example_proto FROM examples WHERE "
-               f"split_name IN ({', '.join('?' * len(names))})")
-      if clients is not None:
-        con.execute("CREATE TEMP TABLE wanted_clients (client_id TEXT PRIMARY KEY)")
-        con.executemany("INSERT OR IGNORE INTO wanted_clients VALUES (?)",
-                        [(str(c),) for c in clients])
-        query += " AND client_id IN (SELECT client_id FROM temp.wanted_clients)"
-      for split, cid, blob in con.execute(query + " ORDER BY rowid", names):
-        what = f"{path}: client {cid!r} ({split})"
-        try:
-          ex = pb2.Example.FromString(bytes(blob))
-        except Exception as e:  # pylint: disable=broad-except  (protobuf DecodeError)
-          raise DataError(f"{what}: not a serialized tf.train.Example ({e})") from None
-        feats = ex.features.feature
-        if feature not in feats:
-          raise DataError(f"{what}: example lacks feature {feature!r} (has "
-                          f"{sorted(feats.keys())})")
-        f = feats[feature]
-        kind = f.WhichOneof("kind")
-        if kind != "bytes_list" or len(f.bytes_list.value) != 1:
-          count = len(getattr(f, kind).value) if kind else 0
-          raise DataError(f"{what}: feature {feature!r} must hold one bytes value, got "
-                          f"{kind} of length {count}")
-        out[by_name[split]].setdefault(str(cid), []).append(f.bytes_list.value[0])
-      for key, split in splits.items():
-        if not out[key]:
-          present = [r[0] for r in con.execute("SELECT DISTINCT split_name FROM examples")]
-          raise DataError(f"{path}: no examples with split_name={split!r}"
-                          f"{' for the requested clients' if clients is not None else ''} "
-                          f"(split names in the file: {sorted(map(str, present))})")
-      _check_client_metadata(con, path, splits, out, clients)
-    finally:
-      con.close()
-  except sqlite3.DatabaseError as e:
-    raise DataError(f"{path}: cannot be read as SQLite ({type(e).__name__}: {e})") from None
-  return out
-
-
-def _check_client_metadata(con, path, splits, out, clients) -> None:
-  cols = {r[1] for r in con.execute("PRAGMA table_info(client_metadata)")}
-  if not {"client_id", "split_name", "num_examples"} <= cols:
-    return
-  wanted = None if clients is None else {str(c) for c in clients}
-  for key, split in splits.items():
-    for cid, n in con.execute("SELECT client_id, num_examples FROM client_metadata WHERE "
-                              "split_name = ?", (split,)):
-      cid = str(cid)
-      if wanted is not None and cid not in wanted:
-        continue
-      have = len(out[key].get(cid, ()))
-      if n == 0 and have == 0:
-        raise DataError(f"{path}: client {cid!r} ({split}) has zero examples "
-                        f"(client_metadata)")
-      if n != have:
-        raise DataError(f"{path}: client {cid!r} ({split}): client_metadata says {n} "
-                        f"examples but the examples table holds {have}")
-
-
-def _check_length(value, field: str) -> int:
-  if isinstance(value, bool) or int(value) != value or value < 1:
-    raise ValueError(f"{field} must be a positive integer, got {value}")
-  return int(value)
-
-
-def load_tff_shakespeare(path: str, seq_length: int = SHAKESPEARE_SEQUENCE_LENGTH,
-                         train_split: str = "train", test_split: str = "test",
-                         clients: Sequence[str] | None = None,
-                         name: str = "shakespeare") -> TokenDataset:
-  """TFF's Shakespeare SQLite file -> next-character sequences (module docstring).
-
-  Returns a `TokenDataset` (`label_mode='token'`): x, y int32 `[n, seq_length]`, vocabulary
-  `shakespeare_vocabulary()` (90 ids), one client per speaking role. `clients`: read only
-  these client ids (default all).
-  """
-  seq_length = _check_length(seq_length, "seq_length")
-  raw = _read_tff_bytes_feature(path, {"train": train_split, "test": test_split}, "snippets",
-                                clients)
-  per_split = {key: {cid: shakespeare_sequences(snips, seq_length)
-                     for cid, snips in by_client.items()}
-               for key, by_client in raw.items()}
-  return _assemble_tokens(name, per_split, shakespeare_vocabulary(), SHAKESPEARE_VOCAB_SIZE,
-                          "token", path)
 
 
 def read_word_counts(path: str, vocab_size: int | None = None) -> list[tuple[str, int]]:
@@ -652,80 +339,3 @@ def stackoverflow_vocabulary(words: Iterable[str] | None = None,
   return LMVocabulary(list(words), kind="words")
 
 
-def load_tff_stackoverflow(path: str, vocab_size: int = STACKOVERFLOW_NUM_WORDS,
-                           word_counts_path: str | None = None,
-                           vocabulary: "LMVocabulary | str | None" = None,
-                           max_length: int = STACKOVERFLOW_SEQUENCE_LENGTH,
-                           train_split: str = "train", test_split: str = "test",
-                           clients: Sequence[str] | None = None, count_by: str = "clients",
-                           name: str = "stackoverflow") -> TokenDataset:
-  """TFF's Stack Overflow SQLite file -> next-word sequences (module docstring).
-
-  Args:
-    path: `stackoverflow.sqlite` (lzma-decompressed).
-    vocab_size: K, the number of words (ids 3..K+2; OOV = K+3; size K+4).
-    word_counts_path: TFF's `stackoverflow.word_count`: its first K words are the
-      vocabulary. Without it (and without `vocabulary`) the K most frequent words of the
-      training split read (`count_by`), ties alphabetical.
-    vocabulary: an `LMVocabulary` (or the path of a saved one) to reuse; overrides both.
-    max_length: L, the sequence length (fedjax / TFF: 20).
-    train_split: the training split's name ('train').
-    test_split: the evaluation split's name ('test'; TFF also has 'heldout').
-    clients: read only these client ids (default all; the full file holds 342k training
-      clients and 135M posts, far more than host memory as [n, 20] int32 arrays).
-    count_by: 'clients' (TFF's definition) or 'tokens'.
-  """
-  max_length = _check_length(max_length, "max_length")
-  vocab_size = _check_length(vocab_size, "vocab_size")
-  raw = _read_tff_bytes_feature(path, {"train": train_split, "test": test_split}, "tokens",
-                                clients)
-  posts = {key: {cid: [v.decode("utf-8", errors="replace").split() for v in values]
-                 for cid, values in by_client.items()}
-           for key, by_client in raw.items()}
-  if isinstance(vocabulary, str):
-    vocabulary = load_lm_vocabulary(vocabulary)
-  if vocabulary is None:
-    if word_counts_path:
-      vocabulary = stackoverflow_vocabulary(
-          [w for w, _ in read_word_counts(word_counts_path, vocab_size)])
-    else:
-      vocabulary = stackoverflow_vocabulary(counts=count_words(posts["train"], count_by),
-                                            vocab_size=vocab_size)
-  if not isinstance(vocabulary, LMVocabulary) or vocabulary.kind != "words":
-    raise ValueError(f"load_tff_stackoverflow: vocabulary must be a words LMVocabulary, got "
-                     f"{vocabulary!r}")
-  per_split = {key: {cid: word_sequences(p, vocabulary, max_length)
-                     for cid, p in by_client.items()}
-               for key, by_client in posts.items()}
-  return _assemble_tokens(name, per_split, vocabulary, vocabulary.size, "token", path)
-
-
-# --------------------------------------------------------------------------------------
-# Config dispatch.
-# --------------------------------------------------------------------------------------
-def load_from_config(source: str, data_cfg: Any):
-  """LEAF JSON (data.source='leaf') and TFF's text SQLite files (data.source=
-  'federated_sqlite', data.name in TEXT_SQLITE) from config fields (`sources.load_dataset`);
-  next-token targets come encoded for training (`training_targets`)."""
-  name = _cfg(data_cfg, "name", "") or ""
-  path = resolve_path(source, name, _cfg(data_cfg, "path", "") or "", data_cfg)
-  length = _cfg(data_cfg, "max_length", 0) or 0
-  if source == "leaf":
-    if name not in LEAF_DATASETS:
-      raise ValueError(f"data.name={name!r} is not one of {list(LEAF_DATASETS)} for "
-                       f"data.source='leaf'")
-    return load_leaf(path, name, invert=bool(_cfg(data_cfg, "invert_pixels", True)),
-                     seq_length=length or SHAKESPEARE_SEQUENCE_LENGTH)
-  if name == "shakespeare":
-    return training_targets(load_tff_shakespeare(
-        path, seq_length=length or SHAKESPEARE_SEQUENCE_LENGTH))
-  word_counts = _cfg(data_cfg, "word_counts_path", "") or None
-  if word_counts is None and _cfg(data_cfg, "download", True) and not _cfg(
-      data_cfg, "vocabulary_path", ""):
-    from fedjax_sharp.data import download  # pylint: disable=g-import-not-at-top
-    word_counts = os.path.join(download.fetch_dataset("stackoverflow_word_count"),
-                               "stackoverflow.word_count")
-  return training_targets(load_tff_stackoverflow(
-      path, vocab_size=int(_cfg(data_cfg, "vocab_max_size", 0) or STACKOVERFLOW_NUM_WORDS),
-      word_counts_path=word_counts, vocabulary=_cfg(data_cfg, "vocabulary_path", "") or None,
-      max_length=length or STACKOVERFLOW_SEQUENCE_LENGTH))

@@ -1,14 +1,11 @@
-"""Client partitions of a training set: IID, Dirichlet (two flavours), pathological shards,
-a partition read from a file, and a dataset's natural partition (users / writers).
+"""The client partition a config describes: `partition(labels_or_dataset, data_cfg, seed)`
+dispatches on `data.partition`: 'iid' | 'dirichlet' | 'pathological' (drawn at random:
+`partition_draws`) | 'file' (`data.partition_path`; format in `partition_files`) | 'natural'
+(the dataset's own clients, its users / writers: pass the dataset, not its labels).
 
-All functions are NumPy only, deterministic given `seed` (an int or a
-`np.random.Generator`, which is then advanced), and return one sorted int64 index array
-into the training set per client. Every client is non-empty and no index is used twice
-(a partition file may allow duplicates: `data.partition_allow_duplicates`).
-
-`partition(labels_or_dataset, data_cfg, seed)` dispatches on `data.partition`:
-'iid' | 'dirichlet' | 'pathological' | 'file' (`data.partition_path`; format in
-`partition_files`) | 'natural' (the dataset's own clients: pass the dataset, not its labels).
+Every partition is one sorted int64 index array into the training set per client; every
+client is non-empty and no index is used twice (a partition file may allow duplicates:
+`data.partition_allow_duplicates`).
 """
 from __future__ import annotations
 
@@ -18,6 +15,9 @@ from typing import Any
 import numpy as np
 
 from fedjax_sharp.data import partition_files
+from fedjax_sharp.data.partition_draws import (dirichlet_balanced, dirichlet_label, iid,
+                                               long_tail, pathological, rng_of,
+                                               sorted_parts)
 
 PARTITIONS = ("dirichlet", "file", "iid", "natural", "pathological")
 # Partitions that come from outside (a file, the dataset): data.num_clients = 0 means "all".
@@ -27,291 +27,26 @@ DIRICHLET_MODES = ("balanced", "label")
 _log = logging.getLogger(__name__)
 
 
-def _rng(seed) -> np.random.Generator:
-  if isinstance(seed, np.random.Generator):
-    return seed
-  if seed is None:
-    raise ValueError("partitions need an explicit seed (int or np.random.Generator)")
-  return np.random.default_rng(seed)
-
-
-def _finish(parts: list) -> list[np.ndarray]:
-  return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
-
-
-def _check_num_clients(num_clients: int, num_examples: int):
-  if int(num_clients) != num_clients or num_clients < 1:
-    raise ValueError(f"data.num_clients must be a positive integer, got {num_clients}")
-  if num_clients > num_examples:
-    raise ValueError(f"data.num_clients={num_clients} is larger than the number of training "
-                     f"examples ({num_examples}); every client needs at least one example")
-
-
-def _class_index(labels: np.ndarray):
-  """(classes present, per-example position in `classes`)."""
-  labels = np.asarray(labels).reshape(-1)
-  classes, inverse = np.unique(labels, return_inverse=True)
-  return classes, inverse.reshape(-1)
-
-
 # --------------------------------------------------------------------------------------
-# IID.
+# Config dispatch.
 # --------------------------------------------------------------------------------------
-def iid(num_examples: int, num_clients: int, seed) -> list[np.ndarray]:
-  """Random split of `range(num_examples)` into `num_clients` parts (sizes differ by <= 1)."""
-  _check_num_clients(num_clients, num_examples)
-  perm = _rng(seed).permutation(num_examples)
-  return _finish(np.array_split(perm, num_clients))
-
-
-# --------------------------------------------------------------------------------------
-# Dirichlet over labels.
-# --------------------------------------------------------------------------------------
-def _one_class_per_client(labels: np.ndarray, num_clients: int, rng: np.random.Generator,
-                          examples_per_client: int | None = None) -> list[np.ndarray]:
-  """alpha = 0: client m holds only class perm[m % C]; a class is split evenly among its clients.
-
-  With `examples_per_client`, each client takes min(examples_per_client, n_c // k_c)
-  examples of its class (k_c = clients holding class c), so sizes are equal whenever every
-  class has enough examples.
-  """
-  classes, inv = _class_index(labels)
-  num_classes = len(classes)
-  if num_clients < num_classes:
-    raise ValueError(f"data.alpha=0 (one class per client) needs data.num_clients >= the number "
-                     f"of classes ({num_classes}), got data.num_clients={num_clients}")
-  class_perm = rng.permutation(num_classes)
-  client_class = class_perm[np.arange(num_clients) % num_classes]
-  parts: list[np.ndarray] = [None] * num_clients  # type: ignore[list-item]
-  for c in range(num_classes):
-    holders = np.flatnonzero(client_class == c)
-    idx = rng.permutation(np.flatnonzero(inv == c))
-    if len(idx) < len(holders):
-      raise ValueError(f"class {classes[c]} has {len(idx)} examples but {len(holders)} clients "
-                       f"must hold it (data.alpha=0, data.num_clients={num_clients})")
-    if examples_per_client is not None:
-      take = min(int(examples_per_client), len(idx) // len(holders))
-      if take < examples_per_client:
-        _log.warning("dirichlet_balanced alpha=0: class %s has %d examples for %d clients; "
-                     "its clients get %d examples instead of %d", classes[c], len(idx),
-                     len(holders), take, examples_per_client)
-      chunks = [idx[i * take:(i + 1) * take] for i in range(len(holders))]
-    else:
-      chunks = np.array_split(idx, len(holders))
-    for m, chunk in zip(holders, chunks):
-      parts[m] = chunk
-  return _finish(parts)
-
-
-def dirichlet_label(labels: np.ndarray, num_clients: int, alpha: float, seed,
-                    min_size: int = 1, max_retries: int = 1000) -> list[np.ndarray]:
-  """Label-skewed partition of Wang et al. 2020 (as used by FedDyn/FedGMT); sizes vary.
-
-  For each class, proportions over clients are drawn from Dir(alpha * 1) and the class's
-  (shuffled) examples are cut accordingly. The whole draw is repeated until every client
-  holds at least `min_size` examples (at most `max_retries` draws).
-  alpha = 0 means one class per client (see `_one_class_per_client`).
-  """
-  labels = np.asarray(labels).reshape(-1)
-  n = labels.shape[0]
-  _check_num_clients(num_clients, n)
-  if not alpha >= 0:
-    raise ValueError(f"data.alpha must be >= 0, got {alpha}")
-  if min_size < 1:
-    raise ValueError(f"min_size must be >= 1, got {min_size}")
-  rng = _rng(seed)
-  if alpha == 0:
-    return _one_class_per_client(labels, num_clients, rng)
-  if min_size * num_clients > n:
-    raise ValueError(f"data.num_clients={num_clients} clients x min_size={min_size} exceeds the "
-                     f"{n} training examples")
-  classes, inv = _class_index(labels)
-  by_class = [np.flatnonzero(inv == c) for c in range(len(classes))]
-  smallest = -1
-  for _ in range(max_retries):
-    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
-    for idx in by_class:
-      idx = rng.permutation(idx)
-      props = rng.dirichlet(np.full(num_clients, float(alpha)))
-      if not np.all(np.isfinite(props)):
-        continue
-      cuts = (np.cumsum(props) * len(idx)).astype(np.int64)[:-1]
-      for m, chunk in enumerate(np.split(idx, cuts)):
-        parts[m].append(chunk)
-    sizes = np.array([sum(len(c) for c in p) for p in parts])
-    smallest = int(sizes.min())
-    if smallest >= min_size and sizes.sum() == n:
-      return _finish([np.concatenate(p) for p in parts])
-  raise RuntimeError(
-      f"dirichlet_label: no draw in {max_retries} tries gave every one of the "
-      f"{num_clients} clients at least {min_size} examples (last draw's smallest client: "
-      f"{smallest}). Use a larger data.alpha, fewer data.num_clients, a smaller min_size, "
-      f"or data.dirichlet_mode='balanced'.")
-
-
-def _dirichlet_draw(rng: np.random.Generator, concentration: np.ndarray) -> np.ndarray:
-  q = rng.dirichlet(concentration)
-  if not np.all(np.isfinite(q)) or q.sum() <= 0:
-    # All gamma draws underflowed (tiny concentration): the limit is a point mass,
-    # on class c with probability concentration_c / sum.
-    q = np.zeros_like(concentration)
-    q[rng.choice(len(concentration), p=concentration / concentration.sum())] = 1.0
-  return q / q.sum()
-
-
-def dirichlet_balanced(labels: np.ndarray, num_clients: int, alpha: float, seed,
-                       examples_per_client: int | None = None) -> list[np.ndarray]:
-  """Equal-size label-skewed partition (Hsu et al. 2019; FedGloSS).
-
-  Each client m (in order) draws a class prior q_m ~ Dir(alpha * p), p the class
-  frequencies, then draws `examples_per_client` (default N // num_clients) examples one by
-  one: a class from q_m (renormalised over the classes with examples left), then an unused
-  example of that class. Implemented exactly, in blocks: a multinomial draw of the missing
-  count, clipped to what each class has left, repeated with the excess on the classes
-  that still have examples (the same law as rejection of draws on exhausted classes).
-  alpha = 0 means one class per client.
-  """
-  labels = np.asarray(labels).reshape(-1)
-  n = labels.shape[0]
-  _check_num_clients(num_clients, n)
-  if not alpha >= 0:
-    raise ValueError(f"data.alpha must be >= 0, got {alpha}")
-  if examples_per_client is None or examples_per_client == 0:
-    examples_per_client = n // num_clients
-  examples_per_client = int(examples_per_client)
-  if examples_per_client < 1:
-    raise ValueError(f"data.examples_per_client must be >= 1, got {examples_per_client}")
-  if examples_per_client * num_clients > n:
-    raise ValueError(f"data.examples_per_client={examples_per_client} x data.num_clients="
-                     f"{num_clients} exceeds the {n} training examples")
-  rng = _rng(seed)
-  if alpha == 0:
-    return _one_class_per_client(labels, num_clients, rng, examples_per_client)
-
-  classes, inv = _class_index(labels)
-  num_classes = len(classes)
-  pools = [rng.permutation(np.flatnonzero(inv == c)) for c in range(num_classes)]
-  used = np.zeros(num_classes, dtype=np.int64)
-  avail = np.array([len(p) for p in pools], dtype=np.int64)
-  prior = avail / n
-  parts = []
-  for _ in range(num_clients):
-    q = _dirichlet_draw(rng, float(alpha) * prior)
-    counts = np.zeros(num_classes, dtype=np.int64)
-    need = examples_per_client
-    while need > 0:
-      left = avail - counts
-      weights = np.where(left > 0, q, 0.0)
-      if weights.sum() <= 0:
-        # q puts no mass on any class with examples left: the rejection sampler would then
-        # never stop, so (as in Hsu et al.'s code) fall back to the class frequencies left.
-        weights = left.astype(np.float64)
-      draw = rng.multinomial(need, weights / weights.sum())
-      take = np.minimum(draw, left)
-      counts += take
-      need -= int(take.sum())
-    chunks = []
-    for c in np.flatnonzero(counts):
-      chunks.append(pools[c][used[c]:used[c] + counts[c]])
-    used += counts
-    avail -= counts
-    parts.append(np.concatenate(chunks))
-  return _finish(parts)
-
-
-# --------------------------------------------------------------------------------------
-# Long tail and pathological shards.
-# --------------------------------------------------------------------------------------
-def long_tail_counts(n_max: int, num_classes: int, imbalance_factor: float) -> list[int]:
-  """`int(n_max * (1 / imbalance_factor) ** (c / (C - 1)))` for c = 0..C-1."""
-  if not imbalance_factor >= 1:
-    raise ValueError(f"data.imbalance_factor must be >= 1, got {imbalance_factor}")
-  if num_classes == 1:
-    return [int(n_max)]
-  ratio = 1.0 / imbalance_factor
-  return [int(n_max * ratio ** (c / (num_classes - 1.0))) for c in range(num_classes)]
-
-
-def long_tail(labels: np.ndarray, imbalance_factor: float, seed,
-              num_classes: int | None = None) -> np.ndarray:
-  """Sorted indices of a long-tailed subset: class c keeps `long_tail_counts(...)[c]`.
-
-  n_max is the size of the largest class; each class keeps a seeded random subset (all
-  of it if it has fewer examples than its quota). `imbalance_factor` = n_most / n_least
-  (2 in FedGMT, i.e. the authors' generator's ratio 0.5).
-  """
-  labels = np.asarray(labels).reshape(-1)
-  if not imbalance_factor >= 1:
-    raise ValueError(f"data.imbalance_factor must be >= 1, got {imbalance_factor}")
-  if num_classes is None:
-    num_classes = int(labels.max()) + 1
-  if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-    raise ValueError(f"labels must lie in [0, {num_classes}), got {labels.min()}..{labels.max()}")
-  rng = _rng(seed)
-  sizes = np.bincount(labels, minlength=num_classes)
-  quotas = long_tail_counts(int(sizes.max()), num_classes, imbalance_factor)
-  kept = []
-  for c in range(num_classes):
-    idx = np.flatnonzero(labels == c)
-    kept.append(rng.choice(idx, size=min(quotas[c], len(idx)), replace=False))
-  return np.sort(np.concatenate(kept)).astype(np.int64)
-
-
-def pathological(labels: np.ndarray, num_clients: int, shards_per_client: int,
-                 seed) -> list[np.ndarray]:
-  """McMahan et al.'s Path(r): sort by label, cut into num_clients * r equal shards (sizes
-  differ by at most one), give each client r random shards.
-
-  A client holds at most r classes when the class sizes are multiples of the shard size
-  (e.g. CIFAR-10 with 100 clients, r = 2); otherwise a shard can straddle two classes.
-  """
-  labels = np.asarray(labels).reshape(-1)
-  n = labels.shape[0]
-  _check_num_clients(num_clients, n)
-  if int(shards_per_client) != shards_per_client or shards_per_client < 1:
-    raise ValueError(f"data.shards_per_client must be a positive integer, got {shards_per_client}")
-  num_shards = num_clients * int(shards_per_client)
-  if num_shards > n:
-    raise ValueError(f"data.num_clients={num_clients} x data.shards_per_client="
-                     f"{shards_per_client} = {num_shards} shards exceeds the {n} examples")
-  rng = _rng(seed)
-  # Shuffle first so the order inside a class is random, then a stable sort by label.
-  perm = rng.permutation(n)
-  order = perm[np.argsort(labels[perm], kind="stable")]
-  shards = np.array_split(order, num_shards)
-  shard_perm = rng.permutation(num_shards).reshape(num_clients, int(shards_per_client))
-  return _finish([np.concatenate([shards[s] for s in row]) for row in shard_perm])
-
-
-# --------------------------------------------------------------------------------------
-# Config dispatch and reporting.
-# --------------------------------------------------------------------------------------
-def _field(cfg, name, default=None, required=False, what=""):
-  value = getattr(cfg, name, None)
-  if value is None:
-    if required:
-      raise ValueError(f"data.{name} is required{what}")
-    return default
-  return value
-
-
 def _external_partition(kind, labels, dataset, data_cfg, seed) -> list[np.ndarray]:
   """'file' and 'natural' (see `partition`)."""
   n = labels.shape[0]
-  num_clients = _field(data_cfg, "num_clients", 0)
+  num_clients = data_cfg.num_clients
   if isinstance(num_clients, bool) or int(num_clients) != num_clients or num_clients < 0:
     raise ValueError(f"data.num_clients must be an integer >= 0 (0 = every client of the "
                      f"{kind}) for data.partition={kind!r}, got {num_clients}")
   num_clients = int(num_clients)
-  if bool(_field(data_cfg, "long_tail", False)):
+  if data_cfg.long_tail:
     raise ValueError(f"data.long_tail=True cannot be combined with data.partition={kind!r} "
                      f"(the clients are given); set data.long_tail=False")
   if kind == "file":
-    path = _field(data_cfg, "partition_path", "") or ""
+    path = data_cfg.partition_path
     if not path:
       raise ValueError("data.partition_path must name a .json or .npz partition file for "
                        "data.partition='file'")
-    allow = bool(_field(data_cfg, "partition_allow_duplicates", False))
+    allow = bool(data_cfg.partition_allow_duplicates)
     return partition_files.load_partition(str(path), n, num_clients or None,
                                           allow_duplicates=allow)
   # natural
@@ -329,22 +64,22 @@ def _external_partition(kind, labels, dataset, data_cfg, seed) -> list[np.ndarra
     if num_clients > len(parts):
       raise ValueError(f"data.num_clients={num_clients} but the dataset has only {len(parts)} "
                        f"natural clients (0 = all of them)")
-    chosen = np.sort(_rng(seed).choice(len(parts), size=num_clients, replace=False))
+    chosen = np.sort(rng_of(seed).choice(len(parts), size=num_clients, replace=False))
     _log.warning("data.partition='natural': using %d of the %d natural clients (a seeded "
                  "random subset; data.num_clients=0 uses all)", num_clients, len(parts))
     parts = [parts[i] for i in chosen]
-  return _finish(parts)
+  return sorted_parts(parts)
 
 
 def natural_client_ids(dataset: Any, data_cfg: Any, seed) -> list[str] | None:
   """The source ids (writer / user ids) of the clients `partition` returns for 'natural'."""
   ids = getattr(dataset, "client_ids", None)
-  if ids is None or _field(data_cfg, "partition", "iid") != "natural":
+  if ids is None or data_cfg.partition != "natural":
     return None
-  num_clients = int(_field(data_cfg, "num_clients", 0) or 0)
+  num_clients = int(data_cfg.num_clients)
   if not num_clients or num_clients == len(ids):
     return list(ids)
-  chosen = np.sort(_rng(seed).choice(len(ids), size=num_clients, replace=False))
+  chosen = np.sort(rng_of(seed).choice(len(ids), size=num_clients, replace=False))
   return [ids[i] for i in chosen]
 
 
@@ -354,15 +89,15 @@ def partition(labels: Any, data_cfg: Any, seed) -> list[np.ndarray]:
   `labels` is the int labels of the training split, or the dataset itself (`ArrayDataset`
   or `TokenDataset`; needed for 'natural').
 
-  Fields: partition ('iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'),
-  num_clients, alpha (dirichlet), dirichlet_mode ('label' default | 'balanced'), min_size
-  (label mode, default 1), examples_per_client (balanced mode, default N // num_clients),
-  shards_per_client (pathological, default 2), long_tail (default False) and
-  imbalance_factor (default 2.0): with long_tail, `long_tail` is applied first and the
-  returned indices still point into the ORIGINAL training set.
+  Fields (the base config's data section declares each): partition ('iid' | 'dirichlet' |
+  'pathological' | 'file' | 'natural'), num_clients, alpha (dirichlet), dirichlet_mode
+  ('label' | 'balanced'), examples_per_client (balanced mode; 0 = N // num_clients),
+  shards_per_client (pathological), long_tail and imbalance_factor: with long_tail,
+  `long_tail` is applied first and the returned indices still point into the ORIGINAL
+  training set.
 
-  'file': partition_path (.json / .npz, see `partition_files`), partition_allow_duplicates
-  (default False); num_clients must equal the file's client count, or be 0 (take the file's).
+  'file': partition_path (.json / .npz, see `partition_files`), partition_allow_duplicates;
+  num_clients must equal the file's client count, or be 0 (take the file's).
   'natural': the dataset's `train_clients` (users / writers); num_clients = 0 takes all of
   them, a smaller number a seeded random subset of clients (in source order). long_tail
   is refused for both.
@@ -370,7 +105,7 @@ def partition(labels: Any, data_cfg: Any, seed) -> list[np.ndarray]:
   dataset = None
   if hasattr(labels, "y_train"):
     dataset, labels = labels, labels.y_train
-  kind = _field(data_cfg, "partition", "iid")
+  kind = data_cfg.partition
   if np.ndim(labels) > 1 and kind != "natural":
     raise ValueError(f"data.partition={kind!r}: this dataset has per-token targets "
                      f"(next-token prediction) and no class labels to partition by; use "
@@ -382,15 +117,15 @@ def partition(labels: Any, data_cfg: Any, seed) -> list[np.ndarray]:
                      f"{sorted(EXTERNAL_PARTITIONS)} (given by a file / the dataset)")
   if kind in EXTERNAL_PARTITIONS:
     return _external_partition(kind, labels, dataset, data_cfg, seed)
-  num_clients = _field(data_cfg, "num_clients", required=True)
+  num_clients = data_cfg.num_clients
   if isinstance(num_clients, bool) or int(num_clients) != num_clients or num_clients < 1:
     raise ValueError(f"data.num_clients must be a positive integer, got {num_clients}")
   num_clients = int(num_clients)
-  rng = _rng(seed)
+  rng = rng_of(seed)
 
   keep = np.arange(labels.shape[0], dtype=np.int64)
-  if bool(_field(data_cfg, "long_tail", False)):
-    factor = float(_field(data_cfg, "imbalance_factor", 2.0))
+  if data_cfg.long_tail:
+    factor = float(data_cfg.imbalance_factor)
     if not factor >= 1:
       raise ValueError(f"data.imbalance_factor must be >= 1, got {factor}")
     keep = long_tail(labels, factor, rng)
@@ -403,80 +138,21 @@ def partition(labels: Any, data_cfg: Any, seed) -> list[np.ndarray]:
   if kind == "iid":
     parts = iid(len(keep), num_clients, rng)
   elif kind == "dirichlet":
-    alpha = _field(data_cfg, "alpha", required=True, what=" for data.partition='dirichlet'")
+    alpha = data_cfg.alpha
     if not float(alpha) >= 0:
       raise ValueError(f"data.alpha must be >= 0, got {alpha}")
-    mode = _field(data_cfg, "dirichlet_mode", "label")
+    mode = data_cfg.dirichlet_mode
     if mode not in DIRICHLET_MODES:
       raise ValueError(f"data.dirichlet_mode={mode!r} is not one of {sorted(DIRICHLET_MODES)}")
     if mode == "label":
-      parts = dirichlet_label(sub_labels, num_clients, float(alpha), rng,
-                              min_size=int(_field(data_cfg, "min_size", 1)))
+      parts = dirichlet_label(sub_labels, num_clients, float(alpha), rng)
     else:
-      per_client = _field(data_cfg, "examples_per_client", None)
+      per_client = data_cfg.examples_per_client
       parts = dirichlet_balanced(sub_labels, num_clients, float(alpha), rng,
                                  examples_per_client=per_client or None)
   else:
-    shards = _field(data_cfg, "shards_per_client", 2)
+    shards = data_cfg.shards_per_client
     if isinstance(shards, bool) or int(shards) != shards or shards < 1:
       raise ValueError(f"data.shards_per_client must be an integer >= 1, got {shards}")
     parts = pathological(sub_labels, num_clients, int(shards), rng)
   return [keep[p] for p in parts]
-
-
-def label_histograms(labels: np.ndarray, parts: list[np.ndarray], num_classes: int) -> np.ndarray:
-  """int64 `[num_clients, num_classes]` label counts per client."""
-  labels = np.asarray(labels).reshape(-1)
-  if not parts:
-    return np.zeros((0, num_classes), dtype=np.int64)
-  return np.stack([np.bincount(labels[np.asarray(p, dtype=np.int64)], minlength=num_classes)
-                   [:num_classes] for p in parts]).astype(np.int64)
-
-
-def _entropy_bits(hist: np.ndarray) -> np.ndarray:
-  p = hist / np.maximum(hist.sum(axis=1, keepdims=True), 1)
-  with np.errstate(divide="ignore", invalid="ignore"):
-    return -np.where(p > 0, p * np.log2(p), 0.0).sum(axis=1)
-
-
-_WIDE_SHOWN = 12
-
-
-def format_histograms(hist: np.ndarray, max_rows: int = 20) -> str:
-  """A readable per-client table: client id, size, classes held, per-class counts.
-
-  With more than 20 classes, counts are listed as `class:count` for the (at most 12
-  largest) classes a client holds. At most `max_rows` clients are shown.
-  """
-  hist = np.asarray(hist)
-  num_clients, num_classes = hist.shape
-  sizes = hist.sum(axis=1)
-  held = (hist > 0).sum(axis=1)
-  lines = []
-  if num_clients:
-    lines.append(
-        f"{num_clients} clients, {int(sizes.sum())} examples, {num_classes} classes; "
-        f"size min/mean/max {int(sizes.min())}/{sizes.mean():.1f}/{int(sizes.max())}; "
-        f"classes per client min/mean/max {int(held.min())}/{held.mean():.2f}/{int(held.max())}; "
-        f"mean label entropy {_entropy_bits(hist).mean():.3f} bits")
-  else:
-    lines.append("0 clients")
-  wide = num_classes > 20
-  cw = max(3, len(str(int(hist.max(initial=0)))))
-  head = f"{'client':>6} {'size':>7} {'#cls':>4} | "
-  head += "counts (class:count)" if wide else " ".join(f"{c:>{cw}}" for c in range(num_classes))
-  lines.append(head)
-  lines.append("-" * len(head))
-  for m in range(min(num_clients, max_rows)):
-    row = f"{m:>6} {int(sizes[m]):>7} {int(held[m]):>4} | "
-    if wide:
-      order = [c for c in np.argsort(-hist[m], kind="stable") if hist[m, c] > 0]
-      row += " ".join(f"{c}:{hist[m, c]}" for c in order[:_WIDE_SHOWN])
-      if len(order) > _WIDE_SHOWN:
-        row += f" (+{len(order) - _WIDE_SHOWN} classes)"
-    else:
-      row += " ".join(f"{int(v):>{cw}}" for v in hist[m])
-    lines.append(row)
-  if num_clients > max_rows:
-    lines.append(f"... ({num_clients - max_rows} more clients)")
-  return "\n".join(lines)
