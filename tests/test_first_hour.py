@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from fedjax_sharp.training import config as config_lib
-from fedjax_sharp.training.recorder import Progress
+from fedjax_sharp.training.progress import Progress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "experiments", "run.py")

@@ -90,10 +90,10 @@ def circles(graph) -> list[list[str]]:
 def test_the_walker_finds_a_circle_hidden_by_a_lazy_import():
   graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
   assert circles(graph) == [["a", "b", "c"]]
-  # And it reads imports inside functions: the recorder imports the analysis lazily (only
+  # And it reads imports inside functions: the analysis hook imports the analysis lazily (only
   # runs that analyse during training pay for it).
   real = import_graph()
-  assert "fedjax_sharp.analysis.hessian" in real["fedjax_sharp.training.recorder"]
+  assert "fedjax_sharp.analysis.hessian" in real["fedjax_sharp.training.hooks"]
   assert "fedjax_sharp.training.minimax_experiment" in real["fedjax_sharp.training.loop"]
 
 

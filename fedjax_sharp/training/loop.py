@@ -4,9 +4,10 @@
     summary = run(config, workdir)           # the whole experiment, metrics written as it goes
 
 The pieces live in short modules: `training.experiment` (building an experiment, the
-evaluator), `training.minimax_experiment` (minimax tasks), `training.recorder` (metrics,
-checkpoints, progress, summaries). Their public names are re-exported here, the training
-path's one import for notebooks and scripts.
+evaluator), `training.minimax_experiment` (minimax tasks), `training.recorder` (resume, each
+round's record, summaries) and `training.hooks` (what runs after each round, in order:
+evaluation, metrics.jsonl, the divergence guard, checkpoints, final models, progress). Their
+public names are re-exported here, the training path's one import for notebooks and scripts.
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from fedjax_sharp.training import workdir as workdir_lib
 from fedjax_sharp.training.experiment import (STREAM_INIT, STREAM_TRAIN, Experiment,
                                               build_classification_experiment, is_token_dataset,
                                               make_evaluator, make_preprocess, model_fields)
-from fedjax_sharp.training.recorder import (AVERAGE_PARAMS, FINAL_PARAMS, STATUSES,
-                                            VOCABULARY_FILE, Progress, RoundAnalysis,
-                                            RunRecorder, load_params, provenance, save_params)
+from fedjax_sharp.training.hooks import (AVERAGE_PARAMS, FINAL_PARAMS, RoundAnalysis,
+                                         load_params, save_params)
+from fedjax_sharp.training.progress import Progress
+from fedjax_sharp.training.recorder import STATUSES, VOCABULARY_FILE, RunRecorder, provenance
 from fedjax_sharp.training.workdir import WorkdirLock
 
 __all__ = ["AVERAGE_PARAMS", "Experiment", "FINAL_PARAMS", "Progress", "RoundAnalysis",
@@ -87,7 +89,7 @@ def signals_as_interrupt():
 
 def check_multiprocess(config) -> None:
   """Refuses, naming the field, what multi-process runs (`core.distributed`) do not support."""
-  if str(config.engine.get("client_table", "device")) == "host":
+  if config.engine.client_table == "host":
     raise ValueError("engine.client_table='host': multi-process runs keep the client table on "
                      "the devices of the mesh; use 'device' (or 'auto')")
 

@@ -10,12 +10,12 @@ import time
 import ml_collections
 
 from fedjax_sharp.training import experiment as experiment_lib
+from fedjax_sharp.training import hooks
 from fedjax_sharp.training import loop
-from fedjax_sharp.training import recorder
 from fedjax_sharp.training import metrics as metrics_lib
 
 HESSIAN_FILE = "hessian.json"
-MODELS = {"final": recorder.FINAL_PARAMS, "average": recorder.AVERAGE_PARAMS}
+MODELS = {"final": hooks.FINAL_PARAMS, "average": hooks.AVERAGE_PARAMS}
 
 
 def load_run_config(run_dir: str) -> ml_collections.ConfigDict:
@@ -51,7 +51,7 @@ def _load(run_dir: str, model: str, experiment=None):
             " (runs save it when they finish)")
     raise FileNotFoundError(f"{path} does not exist{hint}")
   exp = experiment or loop.build_experiment(load_run_config(run_dir))
-  return exp, recorder.load_params(path, exp.init_params)
+  return exp, hooks.load_params(path, exp.init_params)
 
 
 def _batches(exp, examples: int, batch_size: int = 500):
@@ -141,7 +141,7 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
          "examples": examples or int(len(exp.dataset.y_test)),
          "centre_loss": float(surf["loss"][num // 2, num // 2])}
   if other:
-    other_params = recorder.load_params(os.path.join(other, MODELS[model]), exp.init_params)
+    other_params = hooks.load_params(os.path.join(other, MODELS[model]), exp.init_params)
     line = landscape.interpolate(loss_fn, params, other_params, batches, acc_fn=acc_fn)
     other_cfg = load_run_config(other)
     out["interpolation_png"] = landscape.save_line(
