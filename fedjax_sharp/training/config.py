@@ -9,7 +9,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.algorithms.hyperparameters import check
-from fedjax_sharp.training.fields import ANALYSIS_METRICS, DECLARED, RULES, SECTIONS, TASKS  # noqa: F401
+from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS
 from fedjax_sharp.training.fields import is_minimax  # noqa: F401  (config.is_minimax)
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
@@ -45,21 +45,9 @@ def load_config_file(path: str, arg: str | None = None) -> ml_collections.Config
   return module.get_config(arg) if arg is not None else module.get_config()
 
 
-def _validate_algorithm_blocks(config) -> None:
-  """Every algorithm block: its fields declared by the factory, in their ranges; the selected
-  algorithm's `config.server` settings used (algorithms/registration.py)."""
-  from fedjax_sharp.algorithms import registry
-  from fedjax_sharp.minimax import algorithms as minimax_algorithms
-  for name in registry.ALGORITHMS:
-    registry.ALGORITHMS[name].values(config)
-  minimax_algorithms.check_blocks(config)
-  if not is_minimax(config) and config.algorithm.name in registry.ALGORITHMS:
-    registry.ALGORITHMS[config.algorithm.name].check_server(config)
-
-
 def validate(config) -> None:
   """Every declared field in its range or choices, no undeclared field in a section
-  (`training.fields`), the rules between fields, then the algorithm blocks; an error is one
+  (`training.fields`), then the rules between fields and the algorithm blocks; an error is one
   line naming the field and its allowed values."""
   for section, declared in SECTIONS.items():
     node = config
@@ -71,7 +59,6 @@ def validate(config) -> None:
     check(section, leaves, declared)
   for rule in RULES:
     rule(config)
-  _validate_algorithm_blocks(config)
 
 
 # Fields that define a run's numbers (everything but logging, evaluation cadence, engine and

@@ -180,9 +180,10 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   root = jax.random.key(config.seed)
   # 'auto' resolves for the default backend (core/backends.py: bfloat16 on GPU/TPU, float32 on
   # CPU; 'matmul' convolutions only where measured faster), logged once.
+  fields = model_fields(config, dataset)
   compute_dtype, conv_impl = resolved_model_options(config)
   model = model_registry.get_model(config.model.name, dataset.num_classes, conv_impl=conv_impl,
-                                   **model_fields(config, dataset))
+                                   **fields)
   apply_fn = model_registry.with_compute_dtype(
       lambda params, x: model.apply({"params": params}, x), compute_dtype)
   params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
@@ -190,9 +191,12 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   # Training calls the model in pieces of engine.micro_batch examples (same function; cheaper
   # convolution gradients on XLA CPU); evaluation and analysis keep whole batches.
   train_apply = model_registry.in_pieces(apply_fn, int(config.engine.micro_batch))
-  algorithm = build_algorithm(config, train_apply)
   preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
                                pad=int(config.data.augment_pad))
+  eval_preprocess = make_preprocess(dataset, "none", True)
+  evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test, eval_preprocess,
+                            config.eval.batch_size)
+  algorithm = build_algorithm(config, train_apply)
   execution = ExecutionConfig.from_config(config.engine)
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table_lib.resolve(
@@ -213,9 +217,6 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                                mode=str(config.data.feed),
                                device_budget_bytes=int(config.data.device_budget_mb) * 2 ** 20)
   train_data = feeder.data if feeder.kind == "device" else None
-  eval_preprocess = make_preprocess(dataset, "none", True)
-  evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test, eval_preprocess,
-                            config.eval.batch_size)
   return Experiment(config=config, dataset=dataset, client_indices=client_indices, model=model,
                     apply_fn=apply_fn, algorithm=algorithm, engine=engine, sampler=sampler,
                     train_data=train_data, init_params=params, evaluate=evaluate,

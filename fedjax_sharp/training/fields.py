@@ -94,9 +94,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                              "trained on) and evaluate on them instead of the test split"),
         validation_seed=(0, ">= 0", "seed of the held-out validation examples"),
         max_length=(200, ">= 1", "text: tokens per example"),
+        vocabulary_path=("", None, "'' = build it (saved as <workdir>/vocabulary.json)"),
         vocab_min_count=(2, ">= 0", "text: minimum token count of the vocabulary"),
         vocab_max_size=(0, ">= 0", "text: 0 = no limit"),
-        vocabulary_path=("", None, "'' = build it (saved as <workdir>/vocabulary.json)"),
         word_counts_path=("", None, "stackoverflow: TFF's stackoverflow.word_count ('' = "
                           "fetched with data.download, else counted from the training split)"),
         image_size=(0, ">= 0", "imagefolder / landmarks_csv: resize to this (0 = keep / 64)"),
@@ -203,10 +203,10 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
     **_declare(
         "eval",
         every=(1, ">= 1", "evaluate every k rounds (always in the last `last_n`)"),
-        batch_size=(1000, ">= 1", "examples per evaluation batch"),
-        last_n=(20, ">= 1", "report mean/std of test accuracy over the last N rounds"),
         target_accuracy=(0.0, ">= 0", "report the first round reaching it (0 = off; at most 1 "
                          "for accuracies)"),
+        last_n=(20, ">= 1", "report mean/std of test accuracy over the last N rounds"),
+        batch_size=(1000, ">= 1", "examples per evaluation batch"),
         average_last=(0, ">= 0", "> 0: also save the average of the last N global models"),
         hessian_every=(0, ">= 0", "> 0: log lambda_max every k rounds (run by the analysis)"),
         hessian_examples=(1000, ">= 0", "test examples for the logged lambda_max (0 = all)"),
@@ -315,3 +315,16 @@ def _analysis(config) -> None:
               and "lambda_max" in config.analysis.metrics),
          "eval.hessian_every", "logs lambda_max, which analysis.metrics already has: set one of "
          "the two (eval.hessian_every=0, or drop 'lambda_max' from analysis.metrics)")
+
+
+@rule
+def _algorithm_blocks(config) -> None:
+  """Every algorithm block: its fields declared by the factory, in their ranges; the selected
+  algorithm's `config.server` settings used (algorithms/registration.py)."""
+  from fedjax_sharp.algorithms import registry
+  from fedjax_sharp.minimax import algorithms as minimax_algorithms
+  for name in registry.ALGORITHMS:
+    registry.ALGORITHMS[name].values(config)
+  minimax_algorithms.check_blocks(config)
+  if not is_minimax(config) and config.algorithm.name in registry.ALGORITHMS:
+    registry.ALGORITHMS[config.algorithm.name].check_server(config)
