@@ -1,4 +1,5 @@
-"""The base experiment config and its validation.
+"""The base experiment config and its validation, both derived from the field declarations
+(`training.fields`: one line per field with its default, range or choices and doc).
 
 Every file under `configs/` starts from `base_config()` and overrides what its setting needs;
 any field can be overridden on the command line: `--config.rounds=50 --config.algorithm.name=fedgmt`.
@@ -9,8 +10,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.algorithms.hyperparameters import check
-from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS
-from fedjax_sharp.training.fields import is_minimax  # noqa: F401  (config.is_minimax)
+from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS, is_minimax
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
 # (`training.fields`); the algorithm blocks' fields are documented by their factories.
