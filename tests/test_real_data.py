@@ -35,7 +35,6 @@ def test_cli_rejects_an_unknown_algorithm(tmp_path):
   assert "algorithm.name='fedx' is not one of" in out.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")),
                     reason="needs Debian's dataset-fashion-mnist (installed by .ci/run)")
 def test_fedavg_mcmahan_cnn_learns_fashion_mnist():

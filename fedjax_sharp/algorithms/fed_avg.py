@@ -62,13 +62,13 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
 def _fedavg_client(config, name):
   """`config.local`'s optimiser. `local.optimizer='sam'|'asam'` with FedAvg is the deprecated
   spelling of FedSAM / FedASAM (removed in the next release): it warns and still works."""
-  kind = str(config.local.get("optimizer", "sgd"))
+  kind = str(config.local.optimizer)
   if name == "fedavg" and kind in ("sam", "asam"):
     new = "fedsam" if kind == "sam" else "fedasam"
     logging.warning(
         "algorithm.name='fedavg' with local.optimizer=%r and local.rho is deprecated (removed in "
         "the next release): use --config.algorithm.name=%s --config.algorithm.%s.rho=%s "
-        "(and local.optimizer='sgd')", kind, new, new, config.local.get("rho"))
+        "(and local.optimizer='sgd')", kind, new, new, config.local.rho)
   return from_config.client_optimizer_from_config(config)
 
 

@@ -21,7 +21,7 @@ def resolve_momentum(config, block=None, own_momentum: float | None = None) -> f
   if own_momentum is not None:
     value = (block or {}).get("momentum", None)
     return float(own_momentum if value is None else value)
-  momentum = config.local.get("momentum", None)
+  momentum = config.local.momentum
   return float(DEFAULT_MOMENTUM if momentum is None else momentum)
 
 
@@ -58,7 +58,7 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
 
 def server_optimizer_from_config(config) -> optax.GradientTransformation:
   s = config.server
-  return server_optimizer(s.optimizer, s.lr, momentum=s.get("momentum", 0.0))
+  return server_optimizer(s.optimizer, s.lr, momentum=s.momentum)
 
 
 def server_overrides(config) -> list[str]:

@@ -148,15 +148,16 @@ def check_value(prefix: str, h: Hyperparameter, value) -> None:
   """Raises ConfigError naming `prefix.field` when `value` is out of the declared range/choices."""
   if value is None or hparams.is_traced(value):
     return
+  path = f"{prefix}.{h.name}" if prefix else h.name   # prefix '': a top-level config field
   if h.field.choices is not None:
     if value not in h.field.choices:
-      raise ConfigError(f"{prefix}.{h.name}={value!r} is not one of {list(h.field.choices)}")
+      raise ConfigError(f"{path}={value!r} is not one of {list(h.field.choices)}")
     return
   spec = h.field.bounds()
   if spec is None or isinstance(value, (bool, str)) or not isinstance(value, (int, float)):
     return
   if not in_range(float(value), spec):
-    raise ConfigError(f"{prefix}.{h.name} {range_text(spec)}, got {value}")
+    raise ConfigError(f"{path} {range_text(spec)}, got {value}")
 
 
 def check(prefix: str, values: Mapping[str, Any], declared: Mapping[str, Hyperparameter]) -> None:

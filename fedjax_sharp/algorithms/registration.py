@@ -149,7 +149,7 @@ class Registration:
     kwargs.update(self.fixed)
     if self.server:
       kwargs["server_optimizer"] = from_config.server_optimizer_from_config(config)
-    name = str(config.algorithm.get("name", self.name))
+    name = str(config.algorithm.name)
     return self.factory(apply_fn, client, name=name, **kwargs)
 
 

@@ -258,7 +258,7 @@ def player_optimizers_from_config(config) -> PlayerOptimizers:
     if kind == "sgd":
       return local_sgd(float(m.get("momentum", 0.0)), 0.0)
     if kind == "adam":
-      b1, b2 = float(m.get("b1", 0.5)), float(m.get("b2", 0.999))
+      b1, b2 = float(m.b1), float(m.b2)
       return optax.inject_hyperparams(lambda learning_rate: optax.adam(learning_rate, b1, b2))(
           learning_rate=0.0)
     raise ValueError(f"minimax.{field}={kind!r} is not one of ['adam', 'sgd']")

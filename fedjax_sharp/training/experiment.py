@@ -154,7 +154,7 @@ def _token_evaluator(apply_fn, xs, ys, ms, preprocess, key):
 def model_fields(config, dataset) -> dict:
   """The selected model's block `config.model.<name>`; FastText's vocabulary size comes from
   the dataset's vocabulary when it has one."""
-  fields = dict(config.model.get(config.model.name) or {})
+  fields = dict(config.model[config.model.name]) if config.model.name in config.model else {}
   vocabulary = getattr(dataset, "vocabulary", None)
   if config.model.name == "fasttext" and vocabulary is not None:
     fields["vocab_size"] = len(vocabulary)
@@ -180,27 +180,31 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   root = jax.random.key(config.seed)
   # 'auto' resolves for the default backend (core/backends.py: bfloat16 on GPU/TPU, float32 on
   # CPU; 'matmul' convolutions only where measured faster), logged once.
+  fields = model_fields(config, dataset)
   compute_dtype, conv_impl = resolved_model_options(config)
   model = model_registry.get_model(config.model.name, dataset.num_classes, conv_impl=conv_impl,
-                                   **model_fields(config, dataset))
+                                   **fields)
   apply_fn = model_registry.with_compute_dtype(
       lambda params, x: model.apply({"params": params}, x), compute_dtype)
   params = model_registry.init_params(model, jax.random.fold_in(root, STREAM_INIT),
                                       dataset.input_shape)
   # Training calls the model in pieces of engine.micro_batch examples (same function; cheaper
   # convolution gradients on XLA CPU); evaluation and analysis keep whole batches.
-  train_apply = model_registry.in_pieces(apply_fn, int(config.engine.get("micro_batch", 0)))
-  algorithm = build_algorithm(config, train_apply)
+  train_apply = model_registry.in_pieces(apply_fn, int(config.engine.micro_batch))
   preprocess = make_preprocess(dataset, config.data.augment, config.data.augment_per_example,
-                               pad=int(config.data.get("augment_pad", 4)))
+                               pad=int(config.data.augment_pad))
+  eval_preprocess = make_preprocess(dataset, "none", True)
+  evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test, eval_preprocess,
+                            config.eval.batch_size)
+  algorithm = build_algorithm(config, train_apply)
   execution = ExecutionConfig.from_config(config.engine)
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table_lib.resolve(
-                           str(config.engine.get("client_table", "auto")), algorithm, params,
+                           str(config.engine.client_table), algorithm, params,
                            len(client_indices),
-                           float(config.engine.get("client_table_budget_mb", 0.0))),
-                       mesh=sharding.mesh_for(int(config.engine.get("devices", 1)),
-                                              int(config.engine.get("experiment_devices", 1))),
+                           float(config.engine.client_table_budget_mb)),
+                       mesh=sharding.mesh_for(int(config.engine.devices),
+                                              int(config.engine.experiment_devices)),
                        algorithm_factory=lambda values: build_algorithm(
                            config_paths.with_values(config, values), train_apply),
                        footprint=Footprint.estimate(
@@ -210,13 +214,9 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=config.aggregation)
   feeder = feeding.make_feeder(dataset.x_train, dataset.y_train, sampler.build,
-                               mode=str(config.data.get("feed", "auto")),
-                               device_budget_bytes=int(config.data.get("device_budget_mb", 2048))
-                               * 2 ** 20)
+                               mode=str(config.data.feed),
+                               device_budget_bytes=int(config.data.device_budget_mb) * 2 ** 20)
   train_data = feeder.data if feeder.kind == "device" else None
-  eval_preprocess = make_preprocess(dataset, "none", True)
-  evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test, eval_preprocess,
-                            config.eval.batch_size)
   return Experiment(config=config, dataset=dataset, client_indices=client_indices, model=model,
                     apply_fn=apply_fn, algorithm=algorithm, engine=engine, sampler=sampler,
                     train_data=train_data, init_params=params, evaluate=evaluate,

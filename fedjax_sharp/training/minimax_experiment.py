@@ -28,7 +28,7 @@ def build_task(config):
   """(task, dataset or None) for `config.task.name`."""
   name = config.task.name
   if name in tasks_lib.TOY_PROBLEMS:
-    kwargs = dict(config.task.get(name) or {})
+    kwargs = dict(config.task[name])
     return tasks_lib.toy_problem(name, seed=config.seed, **kwargs), None
   dataset = data_lib.load_dataset(config.data)
   parts = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
@@ -48,7 +48,7 @@ def build_task(config):
   if name == "gan":
     from fedjax_sharp.minimax import gan
     g = config.task.gan
-    cache = str(g.get("classifier_cache", "")) or os.path.join(
+    cache = str(g.classifier_cache) or os.path.join(
         os.path.expanduser("~"), ".cache", "fedjax_sharp", f"fd_classifier_{config.data.name}.msgpack")
     os.makedirs(os.path.dirname(cache), exist_ok=True)
     task = gan.gan_task(dataset, parts, cache_path=cache, fd_samples=int(g.fd_samples),

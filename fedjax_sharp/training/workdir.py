@@ -108,7 +108,7 @@ def mismatch_message(workdir: str, diffs: list[str], what: str) -> str:
 
 def check_setting(workdir: str, config) -> None:
   """Refuses to write into a workdir whose results come from another setting (resume=True)."""
-  if not config.get("resume", True):
+  if not config.resume:
     return
   legacy = os.path.join(workdir, LEGACY_CHECKPOINT)
   if (os.path.exists(legacy) and has_results(workdir)

@@ -1,0 +1,330 @@
+"""Every field of the base config, declared once: its default, its range or choices and its doc.
+
+A section is declared as `name=(default, allowed, doc)`, `allowed` being a range ('>= 0',
+'(0, 1]', ...; `algorithms.hyperparameters.parse_range`), a tuple of choices, or None (any value
+of the default's type); a None default takes a fourth element, the value's type. Each becomes a
+`hyperparameters.Hyperparameter`, the same record as an algorithm's keyword argument, so that
+`config.base_config`, `config.FIELD_DOCS` (`--print_config`, `--list_fields`) and the range
+checks of `config.validate` are derived from one table. What one field cannot say alone (a
+field that depends on another, a registry that grows at run time) is a rule below (`RULES`).
+The algorithm blocks `config.algorithm.<name>` are declared by the algorithms' factories.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter
+from fedjax_sharp.core.client_table import CLIENT_TABLES
+from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS
+from fedjax_sharp.errors import ConfigError
+from fedjax_sharp.models.registry import COMPUTE_DTYPE_VALUES, CONV_IMPL_VALUES
+
+ANALYSIS_METRICS = ("lambda_max", "hessian_trace", "sam_sharpness", "client_percentiles")
+TASKS = ("classification", "quadratic", "pl", "simplex", "bilinear", "fair_classification",
+         "gan")
+_ON_OFF = (True, False)
+
+
+def _declare(section: str, **specs: tuple) -> dict[str, dict[str, Hyperparameter]]:
+  out = {}
+  for name, (default, allowed, doc, *value_type) in specs.items():
+    choices = tuple(allowed) if isinstance(allowed, tuple) else None
+    field = Field(range=allowed if isinstance(allowed, str) else None, doc=doc, choices=choices)
+    out[name] = Hyperparameter(name, default, value_type[0] if value_type else type(default),
+                               field)
+  return {section: out}
+
+
+SECTIONS: dict[str, dict[str, Hyperparameter]] = {
+    **_declare(
+        "",
+        name=("experiment", None, "the run's name (tables, plots)"),
+        seed=(0, "[0, 4294967296)", "root of every random stream (init, sampling, data order)"),
+        rounds=(50, ">= 1", "communication rounds"),
+        clients_per_round=(10, ">= 1", "clients sampled each round"),
+        aggregation=("examples", ("examples", "uniform"),
+                     "client weights: 'examples' (n_m / sum n) or 'uniform'"),
+        log_every=(1, ">= 1", "progress line every k rounds"),
+        checkpoint_every=(0, ">= 0", "> 0: save server + client state every k rounds (workdir)"),
+        checkpoint_keep=(2, ">= 1", "checkpoints kept under <workdir>/checkpoints (orbax)"),
+        resume=(True, _ON_OFF, "continue from the newest checkpoint of the same setting; "
+                "False: discard the workdir's results and start over")),
+    **_declare(
+        "data",
+        source=("embedded", None, "'embedded' | 'idx' | 'npz' | 'tfds' | 'imagefolder' | "
+                "'landmarks_csv' | 'federated_h5' | 'federated_sqlite' | 'leaf'"),
+        name=("digits", None, "digits | fashion_mnist | mnist | cifar10 | cifar100 | "
+              "emnist[/digits|letters|...] | ag_news_subset | free (files)"),
+        path=("", None, "idx dir / npz file / tfds data_dir / ImageFolder root / Landmarks dir / "
+              "federated .h5 or .sqlite ('' = default)"),
+        download=(True, _ON_OFF, "fetch once what is missing: tfds datasets (prepared into "
+                  "data.path; needs the 'prepare' extra), and with data.path '' TFF's "
+                  "federated_emnist / shakespeare / stackoverflow SQLite and CINIC-10 (into "
+                  "$FEDJAX_SHARP_DATA or ~/.cache/fedjax_sharp)"),
+        num_clients=(100, ">= 0", "clients of the partition ('file' / 'natural' partitions: "
+                     "0 = all the given clients)"),
+        partition=("iid", None, "'iid' | 'dirichlet' | 'pathological' | 'file' | 'natural'"),
+        partition_path=("", None, "'file': a .json / .npz of per-client index lists (README)"),
+        partition_allow_duplicates=(False, _ON_OFF,
+                                    "'file': an index may belong to several clients"),
+        alpha=(0.1, ">= 0", "Dirichlet concentration (0 = one class per client)"),
+        dirichlet_mode=("label", ("balanced", "label"),
+                        "'label' (Wang et al.; FedGMT) | 'balanced' (Hsu et al.; FedGloSS)"),
+        long_tail=(False, _ON_OFF, "FedGMT's long-tail Dirichlet setting"),
+        imbalance_factor=(2.0, ">= 1", "long tail: n_most / n_least class"),
+        shards_per_client=(2, ">= 1", "'pathological': shards of one class per client"),
+        examples_per_client=(0, ">= 0", "'balanced' Dirichlet: 0 = N // num_clients "
+                             "(FedGloSS: 500)"),
+        num_classes=(0, ">= 0", "npz files: the class count if the file does not declare it"),
+        feed=("auto", ("auto", "device", "host"),
+              "'device' (all examples on the device once) | 'host' (each round's examples "
+              "gathered on the host, prefetched) | 'auto'"),
+        device_budget_mb=(2048, "> 0", "'auto' feeds from the host above this training-set "
+                          "size"),
+        augment=("none", ("crop_flip", "none"), "'none' | 'crop_flip' (pad, random crop, "
+                 "h-flip)"),
+        augment_per_example=(True, _ON_OFF, "crop_flip: a random crop per example (False: one "
+                             "per batch)"),
+        augment_pad=(4, ">= 0", "zero padding of the random crop (FedGMT's text: 2; its "
+                     "code: 4)"),
+        max_train_examples=(0, ">= 0", "0 = all (a seeded, class-stratified subset "
+                            "otherwise)"),
+        max_test_examples=(0, ">= 0", "0 = all (the first N test examples otherwise)"),
+        validation_examples=(0, ">= 0", "> 0: hold out this many training examples (never "
+                             "trained on) and evaluate on them instead of the test split"),
+        validation_seed=(0, ">= 0", "seed of the held-out validation examples"),
+        max_length=(200, ">= 1", "text: tokens per example"),
+        vocabulary_path=("", None, "'' = build it (saved as <workdir>/vocabulary.json)"),
+        vocab_min_count=(2, ">= 0", "text: minimum token count of the vocabulary"),
+        vocab_max_size=(0, ">= 0", "text: 0 = no limit"),
+        word_counts_path=("", None, "stackoverflow: TFF's stackoverflow.word_count ('' = "
+                          "fetched with data.download, else counted from the training split)"),
+        image_size=(0, ">= 0", "imagefolder / landmarks_csv: resize to this (0 = keep / 64)"),
+        merge_valid=(False, _ON_OFF, "imagefolder: CINIC-10's valid split joins train"),
+        train_csv=("", None, "landmarks_csv: '' = <path>/federated_train.csv"),
+        test_csv=("", None, "landmarks_csv: '' = <path>/test.csv"),
+        image_dir=("", None, "landmarks_csv: '' = <path>/images (or <path>)"),
+        test_path=("", None, "federated_h5: '' = path with 'train' -> 'test'"),
+        invert_pixels=(True, _ON_OFF, "federated_h5/sqlite: TFF white-background -> MNIST "
+                       "style")),
+    **_declare(
+        "model",
+        name=("mcmahan_cnn", None, "mcmahan_cnn | lenet5 | mlp | linear | vgg11 | vgg11_gn | "
+              "resnet8 | resnet18 | vit_small | fasttext | mobilenet_v2_gn"),
+        compute_dtype=("auto", tuple(sorted(COMPUTE_DTYPE_VALUES)),
+                       "'float32' | 'bfloat16' (forward/backward in bfloat16, weights and "
+                       "updates in float32) | 'auto' (bfloat16 on GPU/TPU, float32 on CPU)"),
+        conv_impl=("auto", tuple(sorted(CONV_IMPL_VALUES)),
+                   "'xla' (lax convolutions) | 'matmul' (patches x kernel as one batched "
+                   "matmul: vmapped clients run batched GEMMs, not grouped convolutions; same "
+                   "parameters) | 'auto' ('matmul' only where measured faster: GPU, float32, "
+                   "vmapped clients; else 'xla')")),
+    **_declare("model.resnet8", groups=(2, ">= 1", "GroupNorm groups (FedGMT code)"),
+               stem=("imagenet", ("cifar", "imagenet"), "FedGMT code: the ImageNet stem")),
+    **_declare("model.resnet18", groups=(2, ">= 1", "GroupNorm groups"),
+               stem=("cifar", ("cifar", "imagenet"), "3x3 stem without max pool, or ImageNet's")),
+    **_declare("model.vit_small",
+               attn_scale=("width", ("head_dim", "width"), "FedGMT code: sqrt(384)")),
+    **_declare("model.fasttext",
+               pool=("nonpad", ("all", "nonpad"), "mean over the real tokens or all of them "
+                     "(vocab from the dataset)")),
+    **_declare("model.mobilenet_v2_gn", width_mult=(1.0, "> 0", "channel width multiplier"),
+               groups=(2, ">= 1", "GroupNorm groups")),
+    **_declare("model.vgg11_gn", groups=(2, ">= 1", "GroupNorm groups")),
+    **_declare(
+        "local",
+        epochs=(1, ">= 0", "E; K_m = E * ceil(n_m / B) (>= 1 unless local.steps > 0)"),
+        steps=(0, ">= 0", "> 0: a fixed K for every client instead of epochs"),
+        batch_size=(50, ">= 1", "B, examples per local step"),
+        lr=(0.01, "> 0", "client learning rate"),
+        lr_decay=(0.998, "(0, 1]", "eta_t = lr * lr_decay ** t (once per round)"),
+        momentum=(None, "[0, 1)", "client momentum; None = the algorithm's paper default (0.9, "
+                  "or 0 for SCAFFOLD, FedGamma, FedCM, MoFedSAM, MimeLite)", float),
+        weight_decay=(1e-5, ">= 0", "client weight decay"),
+        optimizer=("sgd", ("asam", "sam", "sgd"),
+                   "local gradient of the algorithms that take any client optimiser: 'sgd' | "
+                   "'sam' | 'asam' (fedavg + sam is the deprecated spelling of fedsam)"),
+        rho=(0.05, ">= 0", "SAM radius (FedGMT Table 7: 5 x lr)"),
+        asam_eta=(0.0, ">= 0", "ASAM's T = |w| + eta")),
+    **_declare(
+        "server",
+        optimizer=("sgd", ("adagrad", "adam", "sgd", "yogi"),
+                   "sgd (FedAvg with lr 1) | adam | yogi | adagrad"),
+        lr=(1.0, "> 0", "server learning rate"),
+        momentum=(0.0, "[0, 1)", "server momentum")),
+    **_declare("algorithm", name=("fedavg", None, "the algorithm (docs/algorithms/index.md); "
+                                  "its hyperparameters: config.algorithm.<name>")),
+    **_declare("task", name=("classification", tuple(sorted(TASKS)),
+                             "classification | quadratic | pl | simplex | bilinear | "
+                             "fair_classification | gan")),
+    **_declare("task.quadratic", num_clients=(8, ">= 1", "clients of the quadratic game"),
+               hetero_a=(0.3, ">= 0", "heterogeneity of the quadratic terms"),
+               hetero_bc=(1.0, ">= 0", "heterogeneity of the linear terms")),
+    **_declare("task.pl", num_clients=(8, ">= 1", "clients of the PL game"),
+               hetero=(0.5, ">= 0", "client heterogeneity")),
+    **_declare("task.simplex", num_clients=(6, ">= 1", "clients of the simplex game"),
+               lam=(0.0, ">= 0", "regulariser of y"), hetero=(0.5, ">= 0",
+                                                            "client heterogeneity")),
+    **_declare("task.bilinear", num_clients=(4, ">= 1", "clients of the bilinear game")),
+    **_declare("task.fair_classification", lam=(0.1, ">= 0", "regulariser of the group "
+                                                 "weights")),
+    **_declare("task.gan", fd_samples=(2000, ">= 2", "samples of the Frechet distance"),
+               classifier_epochs=(2, ">= 1", "epochs of the feature classifier"),
+               classifier_cache=("", None, "feature classifier file ('' = under the "
+                                 "workdir)")),
+    **_declare(
+        "minimax",
+        lr_x=(0.02, "> 0", "learning rate of the min player x"),
+        lr_y=(0.2, "> 0", "learning rate of the max player y"),
+        optimizer_x=("sgd", ("adam", "sgd"), "local optimiser of x"),
+        optimizer_y=("sgd", ("adam", "sgd"), "local optimiser of y"),
+        momentum=(0.0, "[0, 1)", "'sgd' players' momentum"),
+        b1=(0.5, "[0, 1)", "'adam' players' b1"),
+        b2=(0.999, "[0, 1)", "'adam' players' b2")),
+    **_declare(
+        "engine",
+        client_strategy=("auto", tuple(sorted(CLIENT_STRATEGIES)),
+                         "how the cohort's clients run (core/execution.py)"),
+        chunk_size=(4, ">= 1", "clients per vmapped chunk ('chunked_vmap')"),
+        host_chunk=(1, ">= 1", "local steps per jitted call ('host'; 1 is fastest on CPU)"),
+        local_loop=("auto", tuple(sorted(LOCAL_LOOPS)), "how the local steps run"),
+        unroll=(4, ">= 1", "'partial': local steps unrolled per scan iteration"),
+        skip_padding=(True, _ON_OFF, "rolled loops stop at each client's last real step"),
+        sort_clients=(False, _ON_OFF, "order the cohort by step count (chunked_vmap buckets)"),
+        micro_batch=(0, ">= 0", "model called on pieces of this many examples in training "
+                     "(0 = whole batches)"),
+        client_table=("auto", tuple(sorted(CLIENT_TABLES)),
+                      "per-client state table: 'device' | 'host' | 'auto' (host above the "
+                      "budget)"),
+        client_table_budget_mb=(0.0, ">= 0", "'auto''s budget for the dense table: 0 = a "
+                                "quarter of the device's memory; > 0: MiB"),
+        devices=(1, ">= 0", "devices of the client mesh (1 = one device, 0 = all)"),
+        experiment_devices=(1, ">= 1", "devices a sweep splits its experiments over")),
+    **_declare(
+        "eval",
+        every=(1, ">= 1", "evaluate every k rounds (always in the last `last_n`)"),
+        target_accuracy=(0.0, ">= 0", "report the first round reaching it (0 = off; at most 1 "
+                         "for accuracies)"),
+        last_n=(20, ">= 1", "report mean/std of test accuracy over the last N rounds"),
+        batch_size=(1000, ">= 1", "examples per evaluation batch"),
+        average_last=(0, ">= 0", "> 0: also save the average of the last N global models"),
+        hessian_every=(0, ">= 0", "> 0: log lambda_max every k rounds (run by the analysis)"),
+        hessian_examples=(1000, ">= 0", "test examples for the logged lambda_max (0 = all)"),
+        hessian_iters=(20, ">= 1", "power iterations (FedGloSS Appendix D: 20)"),
+        artifact_every=(0, ">= 0", "> 0: task artifacts (GAN sample grids) every k rounds")),
+    **_declare("log", tensorboard=(False, _ON_OFF, "write TensorBoard event files under "
+                                   "<workdir>/tensorboard (metrics.jsonl stays the record)")),
+    **_declare(
+        "analysis",
+        every=(0, ">= 0", "analysis metrics every k rounds and at the last (0 = off)"),
+        metrics=((), None, f"any of {list(ANALYSIS_METRICS)}"),
+        examples=(1000, ">= 0", "test examples the analysis uses"),
+        rho=(0.05, ">= 0", "sam_sharpness radius"),
+        trace_probes=(20, ">= 1", "hessian_trace Hutchinson probes"),
+        iters=(20, ">= 1", "lambda_max power iterations")),
+    **_declare("training", on_nonfinite=("stop", ("stop", "warn"),
+                                         "'stop' (status 'diverged', exit 3) | 'warn' (log, "
+                                         "go on)")),
+}
+
+DECLARED: dict[str, Hyperparameter] = {
+    f"{section}.{name}".lstrip("."): h for section, fields in SECTIONS.items()
+    for name, h in fields.items()}
+
+
+def is_minimax(config) -> bool:
+  return config.task.name != "classification"
+
+
+def _check(cond: bool, field: str, message: str) -> None:
+  if not cond:
+    raise ConfigError(f"{field} {message}")
+
+
+def _one_of(value, allowed, field: str) -> None:
+  if value not in allowed:
+    raise ConfigError(f"{field}={value!r} is not one of {sorted(allowed)}")
+
+
+# What one declaration cannot say: (config) -> None, raising ConfigError naming the field.
+RULES: list[Callable[[Any], None]] = []
+rule = RULES.append
+
+
+@rule
+def _registered_names(config) -> None:
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  from fedjax_sharp.data import partition as partition_lib
+  from fedjax_sharp.data import sources as sources_lib
+  from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
+  from fedjax_sharp.models.registry import MODELS
+  _one_of(config.algorithm.name, MINIMAX_ALGORITHMS if is_minimax(config) else ALGORITHMS,
+          "algorithm.name")
+  _one_of(config.model.name, MODELS, "model.name")
+  _one_of(config.data.source, sources_lib.ALL_SOURCES, "data.source")
+  _one_of(config.data.partition, partition_lib.PARTITIONS, "data.partition")
+  external = config.data.partition in partition_lib.EXTERNAL_PARTITIONS
+  _check(config.data.num_clients >= (0 if external else 1), "data.num_clients",
+         f"must be >= {0 if external else 1}"
+         f"{' (0 = every client of the ' + config.data.partition + ')' if external else ''}, "
+         f"got {config.data.num_clients}")
+
+
+@rule
+def _clients(config) -> None:
+  if config.data.partition == "file":
+    _check(bool(config.data.partition_path), "data.partition_path",
+           "must name a .json or .npz partition file for data.partition='file'")
+  task = config.task.name
+  if task in ("quadratic", "pl", "simplex", "bilinear"):
+    m = config.task[task].num_clients
+    _check(config.clients_per_round <= m, "clients_per_round",
+           f"({config.clients_per_round}) must be <= task.{task}.num_clients ({m})")
+  elif config.data.num_clients:  # 0 with a 'file' / 'natural' partition: checked when loaded
+    _check(config.clients_per_round <= config.data.num_clients, "clients_per_round",
+           f"({config.clients_per_round}) must be <= data.num_clients "
+           f"({config.data.num_clients})")
+  _check(config.local.steps > 0 or config.local.epochs >= 1, "local.epochs",
+         f"must be >= 1 when local.steps == 0, got {config.local.epochs}")
+  _check(isinstance(config.seed, int), "seed", f"must be an integer, got {config.seed!r}")
+
+
+@rule
+def _classification_only(config) -> None:
+  from fedjax_sharp.models.registry import conv_impl_models
+  task, conv_impl = config.task.name, config.model.conv_impl
+  if conv_impl not in ("xla", "auto"):
+    _check(not is_minimax(config), "model.conv_impl", f"applies to classification only; "
+           f"task.name={task!r} builds its own model: set it to 'xla'")
+    _check(config.model.name in conv_impl_models(), "model.conv_impl",
+           f"{conv_impl!r} applies to the convolutional models {conv_impl_models()}, not "
+           f"model.name={config.model.name!r}: set it to 'xla'")
+  _check(config.engine.micro_batch == 0 or not is_minimax(config), "engine.micro_batch",
+         f"applies to classification only; task.name={task!r} builds its own players: set "
+         f"it to 0")
+  if not is_minimax(config) or task == "fair_classification":
+    _check(config.eval.target_accuracy <= 1, "eval.target_accuracy",
+           f"must be in [0, 1] (0 = off), got {config.eval.target_accuracy}")
+
+
+@rule
+def _analysis(config) -> None:
+  unknown = sorted(set(config.analysis.metrics) - set(ANALYSIS_METRICS))
+  _check(not unknown, "analysis.metrics", f"{unknown} not in {list(ANALYSIS_METRICS)}")
+  _check(not (config.eval.hessian_every and config.analysis.every
+              and "lambda_max" in config.analysis.metrics),
+         "eval.hessian_every", "logs lambda_max, which analysis.metrics already has: set one of "
+         "the two (eval.hessian_every=0, or drop 'lambda_max' from analysis.metrics)")
+
+
+@rule
+def _algorithm_blocks(config) -> None:
+  """Every algorithm block: its fields declared by the factory, in their ranges; the selected
+  algorithm's `config.server` settings used (algorithms/registration.py)."""
+  from fedjax_sharp.algorithms import registry
+  from fedjax_sharp.minimax import algorithms as minimax_algorithms
+  for name in registry.ALGORITHMS:
+    registry.ALGORITHMS[name].values(config)
+  minimax_algorithms.check_blocks(config)
+  if not is_minimax(config) and config.algorithm.name in registry.ALGORITHMS:
+    registry.ALGORITHMS[config.algorithm.name].check_server(config)
