@@ -64,14 +64,24 @@ def tiny():
 # - the slowest tests (SLOW_FIRST, from `pytest --durations`, see BUILD_NOTES "Test suite time")
 #   start first, so that no long test starts last while the other worker sits idle.
 SLOW_FIRST = (
+    "tests/test_sweep.py::test_sweep_of_3_seeds_x_2_lrs_equals_the_6_separate_runs",
     "tests/test_benchmarks.py::test_accelerator_benchmark_runs_small_on_cpu",
     "tests/test_benchmarks.py::test_accelerator_check_small_runs_every_algorithm",
-    "tests/test_reliability.py",
+    "tests/test_sweep.py::test_sweep_over_algorithm_hyperparameters_equals_the_separate_runs",
+    "tests/test_sweep.py::test_sweep_resumes_from_its_checkpoints",
+    "tests/test_sharding.py::test_sharded_rounds_and_sweeps_equal_one_device",
+    "tests/test_training.py::test_compare_with_hessian_column",
+    "tests/test_analysis.py::test_analyse_cli_stores_every_part_and_resumes",
+    "tests/test_training.py::test_bfloat16_compute_keeps_float32_weights",
     "tests/test_distributed.py",
-    "tests/test_notebooks.py::test_notebook_runs_on_tiny_settings",
-    "tests/test_docs.py::test_docs_build_with_warnings_as_errors",
-    "tests/test_first_hour.py::test_pip_install_from_a_clone_builds_a_complete_wheel",
+    "tests/test_training.py::test_resume_from_checkpoint_equals_an_uninterrupted_run",
+    "tests/test_training.py::test_final_and_average_models_lambda_max",
+    "tests/test_reliability.py",
+    "tests/test_analysis.py::test_landscape_cli_on_a_finished_run",
+    "tests/test_config_rows.py::test_config_runs_one_round_on_mock_data",
+    "tests/test_benchmarks.py",
     "tests/test_docs_commands.py::test_docs_command_runs",
+    "tests/test_notebooks.py::test_notebook_runs_on_tiny_settings",
 )
 
 
