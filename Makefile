@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(PY) experiments/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) tests
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup tests
 
 docs: $(STAMP)
 	$(PY) docs/gen_algorithm_pages.py --check

@@ -4,6 +4,19 @@ import os
 # Keep tests on the CPU and single-threaded in XLA's view of the world (CI has 2 cores).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# One persistent compilation cache for the whole session, shared by the xdist workers and every
+# subprocess they start (the CLI, benchmarks, notebooks inherit the environment): a program
+# compiled once (the demo config's round, say) is read back instead of compiled again. Made
+# fresh by the controlling process and removed at the end, so a run starts as cold as a fresh
+# clone. JAX_COMPILATION_CACHE_DIR set beforehand wins (set it empty to run without a cache).
+_OWN_CACHE_DIR = None
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ:
+  import tempfile
+  _OWN_CACHE_DIR = tempfile.mkdtemp(prefix="fedjax_sharp_test_jax_cache_")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _OWN_CACHE_DIR
+  # Tiny programs too: the suite's programs compile in well under JAX's default 1 s.
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,6 +46,64 @@ class TinyProblem:
     return self.model.apply({"params": params}, x)
 
 
+def pytest_unconfigure(config):
+  if _OWN_CACHE_DIR is not None:
+    import shutil
+    shutil.rmtree(_OWN_CACHE_DIR, ignore_errors=True)
+
+
 @pytest.fixture
 def tiny():
   return TinyProblem()
+
+
+# Scheduling over the xdist workers (`make test` runs `--dist loadgroup`):
+# - the tests that share an expensive module-scoped fixture (a CLI run the module's tests all
+#   read, such as tests/test_reliability.py's uninterrupted run) go to one worker as a group,
+#   so that the fixture runs once, not once per worker;
+# - the slowest tests (SLOW_FIRST, from `pytest --durations`, see BUILD_NOTES "Test suite time")
+#   start first, so that no long test starts last while the other worker sits idle.
+SLOW_FIRST = (
+    "tests/test_sweep.py::test_sweep_of_3_seeds_x_2_lrs_equals_the_6_separate_runs",
+    "tests/test_benchmarks.py::test_accelerator_benchmark_runs_small_on_cpu",
+    "tests/test_benchmarks.py::test_accelerator_check_small_runs_every_algorithm",
+    "tests/test_sweep.py::test_sweep_over_algorithm_hyperparameters_equals_the_separate_runs",
+    "tests/test_sweep.py::test_sweep_resumes_from_its_checkpoints",
+    "tests/test_sharding.py::test_sharded_rounds_and_sweeps_equal_one_device",
+    "tests/test_training.py::test_compare_with_hessian_column",
+    "tests/test_analysis.py::test_analyse_cli_stores_every_part_and_resumes",
+    "tests/test_training.py::test_bfloat16_compute_keeps_float32_weights",
+    "tests/test_distributed.py",
+    "tests/test_training.py::test_resume_from_checkpoint_equals_an_uninterrupted_run",
+    "tests/test_training.py::test_final_and_average_models_lambda_max",
+    "tests/test_reliability.py",
+    "tests/test_analysis.py::test_landscape_cli_on_a_finished_run",
+    "tests/test_config_rows.py::test_config_runs_one_round_on_mock_data",
+    "tests/test_benchmarks.py",
+    "tests/test_docs_commands.py::test_docs_command_runs",
+    "tests/test_notebooks.py::test_notebook_runs_on_tiny_settings",
+)
+
+
+def _slow_rank(item) -> int:
+  for rank, prefix in enumerate(SLOW_FIRST):
+    if item.nodeid.startswith(prefix):
+      return rank
+  return len(SLOW_FIRST)
+
+
+def _uses_a_module_fixture(item) -> bool:
+  info = getattr(item, "_fixtureinfo", None)
+  for name in getattr(item, "fixturenames", ()):
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    if defs and defs[-1].scope != "function" and defs[-1].baseid.endswith(".py"):
+      return True
+  return False
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+  for item in items:
+    if _uses_a_module_fixture(item):
+      item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+  items.sort(key=_slow_rank)      # stable: the rest keeps its order
