@@ -1,4 +1,5 @@
 """The round engine: golden FedAvg round, masks, strategies, tracing, cohorts."""
+import dataclasses
 import itertools
 import math
 
@@ -11,6 +12,7 @@ import pytest
 from fedjax_sharp.algorithms import fed_avg, local_sgd
 from fedjax_sharp.core import (CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData,
                                num_local_steps)
+from fedjax_sharp.core.debugging import RoundStageError
 
 LR0, DECAY, MOM, WD = 0.1, 0.9, 0.9, 0.01
 
@@ -132,6 +134,44 @@ def test_round_is_traced_once(tiny, strategy):
   pieces = (("prepare", "client_start", "steps", "client_end", "finish") if strategy == "host"
             else ("round",))
   assert all(engine.trace_counts[p] == 1 for p in pieces), engine.trace_counts
+
+
+def test_debug_strategy_computes_the_vmapped_round(tiny):
+  """'debug' (no jit, clients and steps from Python) gives the round 'vmap' gives, ragged
+  clients and a padding client included."""
+  alg = fed_avg(tiny.apply, local_sgd(MOM, WD))
+  sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=2, seed=2)
+  ref = _run(tiny, alg, sampler, 2, ExecutionConfig("vmap", local_loop="rolled"), pad_to=4)
+  out = _run(tiny, alg, sampler, 2, ExecutionConfig("debug"), pad_to=4)
+  assert _max_diff(out[:3], ref[:3]) < 1e-6
+  assert _max_diff(out[0].params, tiny.params) > 1e-2     # the rounds did train
+  assert not out[3].trace_counts                          # nothing was jitted
+
+
+def test_debug_strategy_names_the_client_and_stage_of_an_error(tiny):
+  """A local step that fails for one client: the error names the round, the client's position
+  in the cohort and id, and the step; the algorithm's own error is chained."""
+  base = fed_avg(tiny.apply, local_sgd(MOM, WD))
+  sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=2, seed=2)
+  bad = int(sampler.build(0).client_ids[1])
+
+  def client_init(bcast, client_state, info, round_info):
+    return base.client_init(bcast, client_state, info, round_info), info.client_id, 0
+
+  def local_step(local, batch, key, round_info):
+    inner, client_id, s = local
+    if int(client_id) == bad and s == 1:   # concrete values: nothing is traced
+      raise FloatingPointError("loss is nan")
+    inner, metrics = base.local_step(inner, batch, key, round_info)
+    return (inner, client_id, s + 1), metrics
+
+  alg = dataclasses.replace(base, client_init=client_init, local_step=local_step,
+                            client_finalize=lambda local, *a: base.client_finalize(local[0], *a))
+  with pytest.raises(RoundStageError, match=rf"^round 0, client 1 of the cohort \(id {bad}\), "
+                     r"stage 'local step 1': FloatingPointError: loss is nan") as err:
+    _run(tiny, alg, sampler, 1, ExecutionConfig("debug"))
+  assert (err.value.stage, err.value.position, err.value.client_id) == ("local step 1", 1, bad)
+  assert isinstance(err.value.__cause__, FloatingPointError)
 
 
 def test_auto_strategy_resolution():

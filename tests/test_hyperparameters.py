@@ -167,3 +167,20 @@ def test_sweepable_is_derived_from_the_declarations():
                                           "algorithm.fedgmt.beta")
   assert registry.SWEEPABLE["fedprox"] == ("algorithm.fedprox.mu", "local.rho")
   assert registry.SWEEPABLE.get("scaffold", ()) == ()
+
+
+def test_every_sweepable_hyperparameter_reaches_the_algorithms_hparams():
+  """A sweep stacks the experiments' `FederatedAlgorithm.hparams` (round data): every sweepable
+  config path must change them, else its lanes would all run the first experiment's value."""
+  from fedjax_sharp.training import config_paths
+  for name, paths in registry.SWEEPABLE.items():
+    for path in paths:
+      c = config_lib.base_config()
+      c.algorithm.name = name
+      if path == "local.rho":
+        c.local.optimizer = "sam"     # the radius of config.local's SAM optimiser
+      before = registry.build_algorithm(c, apply_fn).hparams
+      parent, leaf = path.rsplit(".", 1)
+      config_paths.get(c, parent)[leaf] = 0.5 * config_paths.get(c, path) + 0.125
+      after = registry.build_algorithm(c, apply_fn).hparams
+      assert before.keys() == after.keys() and before != after, (name, path)

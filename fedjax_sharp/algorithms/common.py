@@ -13,7 +13,7 @@ from fedjax_sharp.core.optimizers import (ClientOptimizer, as_client_optimizer, 
                                           with_learning_rate)
 
 __all__ = ["AnchoredLocalState", "ApplyFn", "ClientOptimizer", "LocalSGDState", "ServerState", "as_client_optimizer",
-           "cross_entropy_loss", "init_anchored", "init_local", "local_sgd", "optimizer_step", "server_opt_init", "server_opt_step",
+           "cross_entropy_loss", "hyperparameters", "init_anchored", "init_local", "local_sgd", "optimizer_step", "server_opt_init", "server_opt_step",
            "step_metrics", "with_learning_rate"]
 
 ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, x) -> logits
@@ -46,6 +46,16 @@ def cross_entropy_loss(apply_fn: ApplyFn):
     logits = apply_fn(params, batch["x"])
     return losses.masked_cross_entropy(logits, batch["y"], batch["mask"]), logits
   return loss_fn
+
+
+def hyperparameters(optimizer: ClientOptimizer, **own) -> dict[str, float]:
+  """An algorithm's `FederatedAlgorithm.hparams`: its own sweepable values (`own`) and its
+  client optimiser's SAM radius ('rho', read by `ClientOptimizer.value_and_grad`)."""
+  clash = sorted(set(own) & set(optimizer.hparams))
+  if clash:
+    raise ValueError(f"hyperparameters {clash} are both the algorithm's and its client "
+                     f"optimiser's")
+  return {**optimizer.hparams, **{k: float(v) for k, v in own.items()}}
 
 
 def step_metrics(loss, logits, batch) -> dict:

@@ -20,7 +20,7 @@ from absl import logging
 
 from fedjax_sharp.algorithms import common, from_config, registration
 from fedjax_sharp.algorithms.hyperparameters import Field
-from fedjax_sharp.core import hparams, tree
+from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 
 
@@ -31,6 +31,7 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
   opt = common.as_client_optimizer(client_optimizer)
   server_optimizer = server_optimizer or optax.sgd(1.0)
   loss_fn = common.cross_entropy_loss(apply_fn)
+  values = common.hyperparameters(opt)   # the SAM radius of a fedsam/fedasam client optimiser
 
   def broadcast(server_state, round_info):
     return server_state.params
@@ -40,7 +41,7 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
 
   def local_step(state, batch, key, round_info):
     (loss, logits), grads = opt.value_and_grad(loss_fn, state.params, batch,
-                                               round_idx=round_info.round)
+                                               round_info=round_info)
     return common.optimizer_step(opt, state, grads), common.step_metrics(loss, logits, batch)
 
   def client_finalize(state, w_global, client_state, client_info, round_info):
@@ -56,7 +57,7 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
       broadcast=broadcast, client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
-      communication=Communication(down=1, up=1))
+      communication=Communication(down=1, up=1), hparams=values)
 
 
 def _fedavg_client(config, name):
@@ -82,7 +83,7 @@ build_fed_avg = registration.builder("fedavg")
 def _sam_client(config, name, *, rho: Annotated[float, Field(
     ">= 0", "SAM radius (FedGMT Table 7: 5 x lr; lr on CIFAR-100)", sweepable=True)] = 0.05):
   return from_config.client_optimizer_from_config(config, gradient="sam",
-                                                  rho=hparams.scalar(rho), owner=name)
+                                                  rho=float(rho), owner=name)
 
 
 def _asam_client(config, name, *,
@@ -90,7 +91,7 @@ def _asam_client(config, name, *,
                                              sweepable=True)] = 0.5,
                  eta: Annotated[float, Field(">= 0", "ASAM's T = |w| + eta")] = 0.2):
   return from_config.client_optimizer_from_config(config, gradient="asam",
-                                                  rho=hparams.scalar(rho), eta=float(eta),
+                                                  rho=float(rho), eta=float(eta),
                                                   owner=name)
 
 

@@ -55,9 +55,10 @@ def fed_dyn(apply_fn: common.ApplyFn, client_optimizer,
   """FedDyn with dual coefficient `alpha` and proximal term `prox` (see module docstring).
 
   `client_optimizer`: a ClientOptimizer (`sam` gives FedDyn+SAM) or an optax transform."""
-  alpha = hparams.scalar(alpha)
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
+  values = common.hyperparameters(opt, alpha=alpha)
+  alpha_of = lambda round_info: hparams.of(round_info, values)["alpha"]
 
   def broadcast(server_state, round_info):
     return server_state.params
@@ -69,15 +70,16 @@ def fed_dyn(apply_fn: common.ApplyFn, client_optimizer,
 
   def local_step(state, batch, key, round_info):
     (loss, logits), grads = opt.value_and_grad(loss_fn, state.params, batch,
-                                               round_idx=round_info.round)
-    grads = dyn.local_direction(grads, state.params, state.anchor, state.h, alpha, prox)
+                                               round_info=round_info)
+    grads = dyn.local_direction(grads, state.params, state.anchor, state.h, alpha_of(round_info),
+                                prox)
     return common.optimizer_step(opt, state, grads), common.step_metrics(loss, logits, batch)
 
   def client_finalize(state, w_global, h_m, client_info, round_info):
-    return dyn.client_finalize(state.params, w_global, h_m, alpha)
+    return dyn.client_finalize(state.params, w_global, h_m, alpha_of(round_info))
 
   def server_update(server_state, deltas_C, weights_C, mask_C, round_info):
-    return dyn.server_update(server_state, deltas_C, weights_C, mask_C, alpha,
+    return dyn.server_update(server_state, deltas_C, weights_C, mask_C, alpha_of(round_info),
                              round_info.num_clients)
 
   return FederatedAlgorithm(
@@ -85,7 +87,7 @@ def fed_dyn(apply_fn: common.ApplyFn, client_optimizer,
       broadcast=broadcast, client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
-      communication=Communication(down=1, up=1))
+      communication=Communication(down=1, up=1), hparams=values)
 
 
 registration.register("feddyn", fed_dyn, title="FedDyn", paper="Acar et al., ICLR 2021")
@@ -95,7 +97,7 @@ build_fed_dyn = registration.builder("feddyn")
 def _sam_client(config, name, *, rho: Annotated[float, Field(">= 0", "SAM radius",
                                                              sweepable=True)] = 0.05):
   return from_config.client_optimizer_from_config(config, gradient="sam",
-                                                  rho=hparams.scalar(rho), owner=name)
+                                                  rho=float(rho), owner=name)
 
 
 registration.register("feddyn_sam", fed_dyn, client=_sam_client, title="FedDyn + SAM",

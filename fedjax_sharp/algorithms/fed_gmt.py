@@ -85,21 +85,18 @@ def trajectory_loss(apply_fn: common.ApplyFn, gamma: float, tau: float,
                     tau_squared: bool = True):
   """(params, teacher, batch) -> (CE + gamma [tau^2] KL, (ce, kl, logits)).
 
-  With `gamma == 0` the teacher is never evaluated (plain cross-entropy, kl = 0).
+  `gamma` may be traced (the round's value, `core.hparams`); at `gamma == 0` the KL is weighted
+  by 0 and reported as 0 (the cross-entropy's value and gradient exactly).
   """
-  kl_weight = hparams.scalar(gamma) * (float(tau) ** 2 if tau_squared else 1.0)
+  kl_weight = gamma * (float(tau) ** 2 if tau_squared else 1.0)
 
   def loss_fn(params, teacher, batch):
     logits = apply_fn(params, batch["x"])
     ce = losses.masked_cross_entropy(logits, batch["y"], batch["mask"])
-    if not hparams.is_traced(gamma) and gamma == 0:
-      kl = jnp.zeros((), ce.dtype)
-      return ce, (ce, kl, logits)
     teacher_logits = apply_fn(teacher, batch["x"])
     kl = losses.tempered_kl(teacher_logits, logits, tau,
                             losses.loss_mask(batch["y"], batch["mask"]))  # tokens, if per-token
-    if hparams.is_traced(gamma):   # a sweep lane: report kl = 0 at gamma = 0, as the shortcut does
-      kl = jnp.where(gamma == 0, jnp.zeros_like(kl), kl)
+    kl = jnp.where(gamma == 0, jnp.zeros_like(kl), kl)
     return ce + kl_weight * kl, (ce, kl, logits)
   return loss_fn
 
@@ -121,19 +118,19 @@ def client_dual(client_state: FedGMTClientState, beta: float, bookkeeping: str =
 
 def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookkeeping,
              tau_squared, v2, v2_ema_init, name) -> FederatedAlgorithm:
-  gamma, tau = hparams.scalar(gamma), float(tau)
-  alpha, beta = hparams.scalar(alpha), hparams.scalar(beta)
+  tau = float(tau)
   opt = common.as_client_optimizer(client_optimizer)
   if opt.is_sam:
     raise ValueError(f"{name}: FedGMT measures sharpness with its trajectory loss and takes no "
                      f"SAM client optimiser (got {opt.gradient!r})")
-  loss_fn = trajectory_loss(apply_fn, gamma, tau, tau_squared)
+  # gamma, alpha, beta: round data (`core.hparams`), read in each function from its round_info.
+  values = common.hyperparameters(opt, gamma=gamma, alpha=alpha, beta=beta)
   authors = admm and bookkeeping == "authors"
 
-  def train_loss(params, teacher, dual, batch):
-    total, aux = loss_fn(params, teacher, batch)
+  def train_loss(params, teacher, dual, batch, hp):
+    total, aux = trajectory_loss(apply_fn, hp["gamma"], tau, tau_squared)(params, teacher, batch)
     if authors:  # + (1/beta) <w, D_m>: its gradient D_m / beta = -u_m
-      total = total + tree.vdot(params, dual) / beta
+      total = total + tree.vdot(params, dual) / hp["beta"]
     return total, aux
 
   # --- server ---------------------------------------------------------------------------
@@ -158,6 +155,7 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
   def client_init(bcast, client_state, client_info, round_info):
     w_global = _global(bcast)
     if v2:
+      alpha = hparams.of(round_info, values)["alpha"]
       e_prev = client_state.ema
       if v2_ema_init == "first_received":
         e_prev = tree.where(client_state.seen, e_prev, w_global)
@@ -170,7 +168,7 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
 
   def local_step(state, batch, key, round_info):
     (_, (ce, kl, logits)), grads = jax.value_and_grad(train_loss, has_aux=True)(
-        state.params, state.teacher, state.dual, batch)
+        state.params, state.teacher, state.dual, batch, hparams.of(round_info, values))
     if admm and not authors:
       grads = tree.sub(grads, state.dual)  # g - u_m
     metrics = common.step_metrics(ce, logits, batch)
@@ -184,6 +182,7 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
     elif authors:
       dual = tree.add(client_state.dual, delta)            # D_m += w_{m,K} - w^t
     else:
+      beta = hparams.of(round_info, values)["beta"]
       dual = tree.axpy(-1.0 / beta, delta, client_state.dual)  # u_m -= (w_{m,K} - w^t)/beta
     new_state = FedGMTClientState(
         dual=dual, ema=state.teacher if v2 else (),
@@ -192,6 +191,8 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
 
   def server_update(server_state, deltas_C, weights_C, mask_C, round_info):
     num_clients = round_info.num_clients
+    hp = hparams.of(round_info, values)
+    alpha, beta = hp["alpha"], hp["beta"]
     avg = tree.add(server_state.params, tree.weighted_sum(deltas_C, weights_C))
     if not admm:
       dual, params = (), avg
@@ -212,7 +213,8 @@ def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookk
       broadcast=broadcast, client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
-      communication=Communication(down=1, up=1) if v2 else Communication(down=2, up=1))
+      communication=Communication(down=1, up=1) if v2 else Communication(down=2, up=1),
+      hparams=values)
 
 
 @checked

@@ -28,18 +28,16 @@ from fedjax_sharp.core.algorithm import FederatedAlgorithm
 def ntd_loss(apply_fn: common.ApplyFn, beta: float, tau: float):
   """(params, teacher, batch) -> (CE + beta tau^2 KL_not-true, (ce, kl, logits)).
 
-  With `beta == 0` the teacher is never evaluated."""
-  weight = hparams.scalar(beta) * float(tau) ** 2
+  `beta` may be traced (the round's value, `core.hparams`); at `beta == 0` the KL is weighted
+  by 0 and reported as 0 (FedAvg's loss and gradient exactly)."""
+  weight = beta * float(tau) ** 2
 
   def loss_fn(params, teacher, batch):
     logits = apply_fn(params, batch["x"])
     ce = losses.masked_cross_entropy(logits, batch["y"], batch["mask"])
-    if not hparams.is_traced(beta) and beta == 0:
-      return ce, (ce, jnp.zeros((), ce.dtype), logits)
     kl = losses.not_true_kl(apply_fn(teacher, batch["x"]), logits, batch["y"], tau,
                             batch["mask"])
-    if hparams.is_traced(beta):   # a sweep lane: report kl = 0 at beta = 0, as the shortcut does
-      kl = jnp.where(beta == 0, jnp.zeros_like(kl), kl)
+    kl = jnp.where(beta == 0, jnp.zeros_like(kl), kl)
     return ce + weight * kl, (ce, kl, logits)
   return loss_fn
 
@@ -52,22 +50,23 @@ def fed_ntd(apply_fn: common.ApplyFn, client_optimizer,
             = 1.0,
             server_optimizer: optax.GradientTransformation | None = None,
             name: str = "fedntd") -> FederatedAlgorithm:
-  beta, tau = hparams.scalar(beta), float(tau)
+  tau = float(tau)
   opt = common.as_client_optimizer(client_optimizer)
-  loss_fn = ntd_loss(apply_fn, beta, tau)
+  values = common.hyperparameters(opt, beta=beta)
 
   def client_init(w_global, client_state, client_info, round_info):
     return common.init_anchored(opt, w_global, round_info.learning_rate)  # anchor: teacher
 
   def local_step(state, batch, key, round_info):
+    loss_fn = ntd_loss(apply_fn, hparams.of(round_info, values)["beta"], tau)
     (_, (ce, kl, logits)), grads = opt.value_and_grad(loss_fn, state.params, state.anchor,
-                                                      batch, round_idx=round_info.round)
+                                                      batch, round_info=round_info)
     metrics = common.step_metrics(ce, logits, batch)
     metrics["ntd_kl_sum"] = kl * metrics["examples"]
     return common.optimizer_step(opt, state, grads), metrics
 
   return dataclasses.replace(fed_avg(apply_fn, opt, server_optimizer, name=name),
-                             client_init=client_init, local_step=local_step)
+                             client_init=client_init, local_step=local_step, hparams=values)
 
 
 registration.register("fedntd", fed_ntd, server=True, title="FedNTD",

@@ -26,21 +26,22 @@ def fed_prox(apply_fn: common.ApplyFn, client_optimizer,
                                         "0.001, 0.01, 0.1, 1)", sweepable=True)] = 0.01,
              server_optimizer: optax.GradientTransformation | None = None,
              name: str = "fedprox") -> FederatedAlgorithm:
-  mu = hparams.scalar(mu)
   opt = common.as_client_optimizer(client_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
+  values = common.hyperparameters(opt, mu=mu)
 
   def client_init(w_global, client_state, client_info, round_info):
     return common.init_anchored(opt, w_global, round_info.learning_rate)
 
   def local_step(state, batch, key, round_info):
     (loss, logits), grads = opt.value_and_grad(loss_fn, state.params, batch,
-                                               round_idx=round_info.round)
+                                               round_info=round_info)
+    mu = hparams.of(round_info, values)["mu"]
     grads = tree.axpy(mu, tree.sub(state.params, state.anchor), grads)  # g + mu (w - w^t)
     return common.optimizer_step(opt, state, grads), common.step_metrics(loss, logits, batch)
 
   return dataclasses.replace(fed_avg(apply_fn, opt, server_optimizer, name=name),
-                             client_init=client_init, local_step=local_step)
+                             client_init=client_init, local_step=local_step, hparams=values)
 
 
 registration.register("fedprox", fed_prox, server=True, title="FedProx",

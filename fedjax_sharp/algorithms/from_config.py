@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import optax
 
-from fedjax_sharp.core import hparams, sam
+from fedjax_sharp.core import sam
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd, server_optimizer
 
 DEFAULT_MOMENTUM = 0.9  # the FedGMT paper's common setting
@@ -48,7 +48,7 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
                      f"which {own}: leave local.optimizer='sgd'")
   if gradient is None:
     gradient = requested
-    rho = hparams.scalar(local.get("rho", 0.05)) if rho is None else rho
+    rho = float(local.get("rho", 0.05)) if rho is None else rho
     eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
   tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
                  weight_decay=float(local.weight_decay))

@@ -14,8 +14,7 @@ docs. `checked` wraps a factory so that a direct call is checked the same way.
 
 Ranges are written as text: '>= 0', '> 0', '>= 1', '[0, 1]', '(0, 1]', '[0, 1)', '(0, 1)'.
 `None` defaults are placeholders ("the variant's / algorithm's default"); a None value is not
-range-checked. Values traced by a sweep (`core.hparams.is_traced`) are not checked either: each
-experiment's concrete config was checked before the sweep traced it.
+range-checked.
 """
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ import types
 import typing
 from typing import Any, Callable, Mapping
 
-from fedjax_sharp.core import hparams
 from fedjax_sharp.errors import ConfigError
 
 INF = float("inf")
@@ -42,7 +40,8 @@ class Field:
     range: '>= 0', '> 0', '[0, 1]', '(0, 1]', ... for numbers (None: any value).
     doc: one line, shown by `--print_config` and in the docs.
     choices: the allowed values of a string field.
-    sweepable: the factory reads it with `core.hparams.scalar`, so a sweep may trace it
+    sweepable: the factory lists it in `FederatedAlgorithm.hparams` and its functions read it
+      from the round (`core.hparams`), so the experiments of one sweep may differ in it
       (`registry.SWEEPABLE`).
   """
   range: str | None = None
@@ -146,7 +145,7 @@ def did_you_mean(field: str, known, otherwise: str | None = None) -> str:
 
 def check_value(prefix: str, h: Hyperparameter, value) -> None:
   """Raises ConfigError naming `prefix.field` when `value` is out of the declared range/choices."""
-  if value is None or hparams.is_traced(value):
+  if value is None:
     return
   path = f"{prefix}.{h.name}" if prefix else h.name   # prefix '': a top-level config field
   if h.field.choices is not None:

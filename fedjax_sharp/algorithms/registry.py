@@ -26,9 +26,10 @@ Builder = Callable[..., FederatedAlgorithm]
 
 
 class _Sweepable(Mapping):
-  """`SWEEPABLE[name]`: the config paths a sweep may trace inside one compiled program (their
-  factories read them with `core.hparams.scalar`; `local.rho` for the algorithms that take
-  `config.local`'s optimiser as is), derived from the `Field(sweepable=True)` declarations."""
+  """`SWEEPABLE[name]`: the config paths the experiments of one compiled sweep may differ in
+  (their factories list them in `FederatedAlgorithm.hparams`, `core.hparams`; `local.rho` for
+  the algorithms that take `config.local`'s optimiser as is), derived from the
+  `Field(sweepable=True)` declarations."""
 
   def _all(self):
     return {name: r.sweepable() for name, r in ALGORITHMS.items() if r.sweepable()}

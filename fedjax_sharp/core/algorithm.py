@@ -15,6 +15,11 @@ One round, as the engine runs it (`C` sampled clients, `S` local steps, batch `B
                                                     client_info[c], round_info)
     server_state = server_update(server_state, upload_C, weights_C, mask_C, round_info)
 
+Hyperparameters a sweep may vary (`FederatedAlgorithm.hparams`: FedProx's mu, FedDyn's alpha,
+the SAM radius, ...) are round data, not closure constants: the engine passes them in
+`round_info.hparams` (traced, so changing them never recompiles, and a sweep stacks one value
+per experiment like any other state); the functions read them with `core.hparams.of`.
+
 An algorithm with `exchanges = E > 1` (NaiveFedGloSS) is run E times per round with the same
 cohort, `round_info.phase` = 0 .. E-1 (a traced scalar, so one compiled program serves all).
 
@@ -27,7 +32,7 @@ an algorithm without per-client state returns `()` from `client_state_init`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import flax.struct
 import jax
@@ -41,6 +46,10 @@ def _zero_phase():
   return jnp.zeros((), jnp.int32)
 
 
+def _no_hparams():
+  return {}
+
+
 @flax.struct.dataclass
 class RoundInfo:
   """Per-round scalars shared by all clients (traced: changing them never recompiles)."""
@@ -49,6 +58,9 @@ class RoundInfo:
   num_clients: int = flax.struct.field(pytree_node=False, default=1)  # M, all clients
   # int32 exchange index within the round (0 .. exchanges - 1; set by the engine).
   phase: jax.Array = flax.struct.field(default_factory=_zero_phase)
+  # {name: float32 scalar}: the algorithm's hyperparameters this round (set by the engine from
+  # `FederatedAlgorithm.hparams`, or one sweep lane's values; empty: the algorithm's own).
+  hparams: dict = flax.struct.field(default_factory=_no_hparams)
 
 
 @flax.struct.dataclass
@@ -83,3 +95,7 @@ class FederatedAlgorithm:
   # Exchanges with the same cohort per round (NaiveFedGloSS: 2). The engine runs the whole
   # exchange `exchanges` times with `round_info.phase` = 0, 1, ...; `communication` counts all.
   exchanges: int = 1
+  # {name: value} of the hyperparameters the functions read from `round_info.hparams`
+  # (`core.hparams.of`) instead of closing over them: what the engine passes by default, and
+  # what a sweep stacks per experiment.
+  hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)

@@ -25,7 +25,7 @@ from typing import Any
 
 import flax.struct
 
-from fedjax_sharp.core import hparams, tree
+from fedjax_sharp.core import tree
 
 PROX_MODES = ("squared", "unsquared", "none")
 DUAL_AVERAGES = ("all", "active")
@@ -38,7 +38,7 @@ class DynServerState:
 
 
 def validate(alpha: float, prox: str, dual_average: str = "all", prefix: str = "algorithm") -> None:
-  if not hparams.is_traced(alpha) and not alpha > 0:
+  if not alpha > 0:
     raise ValueError(f"{prefix}.alpha must be > 0, got {alpha}")
   if prox not in PROX_MODES:
     raise ValueError(f"{prefix}.prox={prox!r} is not one of {list(PROX_MODES)}")

@@ -7,7 +7,8 @@ steps), with step and example masks for ragged clients, aggregate with the given
 scatter the client state back and apply the server update.
 
 Shapes are fixed per experiment (`C` clients, `S` steps, `B` examples), so the round is traced
-once; round index and learning rate are traced scalars.
+once; round index, learning rate and the algorithm's hyperparameters (`RoundInfo.hparams`,
+`core.hparams`) are traced scalars.
 
 Why several strategies: on accelerators `vmap` over clients + rolled `scan` over steps is the
 natural choice; on XLA's CPU backend convolutions inside any while loop (scan, `lax.map`) run
@@ -22,7 +23,6 @@ See BUILD_NOTES.md for the measurements.
 from __future__ import annotations
 
 import collections
-import copy
 import functools
 from typing import Callable
 
@@ -33,7 +33,8 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
-from fedjax_sharp.core import donation, sharding, tree
+from fedjax_sharp.core import debugging, donation, sharding, tree
+from fedjax_sharp.core.hparams import as_arrays
 from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, ExecutionConfig, Footprint
 from fedjax_sharp.core.algorithm import ClientInfo, FederatedAlgorithm, RoundInfo
@@ -71,6 +72,11 @@ class TrainData:
   y: jax.Array  # int32 [N]
 
 
+# Strategies that run the round's pieces from Python (no single jitted round: no sweeps,
+# repeat_rounds or mesh).
+UNJITTED = ("host", "debug")
+
+
 def _gather_rows(table, ids):
   return jax.tree.map(lambda t: t.at[ids].get(mode="fill", fill_value=0), table)
 
@@ -102,8 +108,6 @@ class RoundEngine:
     mesh: a `jax.sharding.Mesh` with axes 'clients' (and 'experiments' for sweeps) from
       `core.sharding.make_mesh`: the cohort and the client table are split by client across
       it, the rest replicated (see `core.sharding`). None: one device.
-    algorithm_factory: `{config path: value} -> FederatedAlgorithm`, the algorithm rebuilt with
-      traced hyperparameters (a sweep's lanes, `sweep_round`).
     footprint: the cohort's memory (`Footprint.estimate`), which `auto` weighs on accelerators.
   """
 
@@ -112,7 +116,6 @@ class RoundEngine:
                preprocess: Callable[[jax.Array, jax.Array], jax.Array] | None = None,
                donate: bool = True, client_table: str = "device",
                mesh: "jax.sharding.Mesh | None" = None,
-               algorithm_factory: Callable[[dict], FederatedAlgorithm] | None = None,
                footprint: Footprint | None = None):
     execution.validate()
     if "auto" in (execution.client_strategy, execution.local_loop):
@@ -122,11 +125,10 @@ class RoundEngine:
     self.client_table = client_table
     self.mesh = mesh
     self.execution = execution.resolved(footprint=footprint)
-    if mesh is not None and self.execution.client_strategy == "host":
-      raise ValueError("a device mesh needs a single-jit engine.client_strategy (vmap), not "
-                       "'host' (the CPU's 'auto')")
+    if mesh is not None and self.execution.client_strategy in UNJITTED:
+      raise ValueError(f"a device mesh needs a single-jit engine.client_strategy (vmap), not "
+                       f"{self.execution.client_strategy!r}")
     self.algorithm = algorithm
-    self.algorithm_factory = algorithm_factory
     self.num_clients = int(num_clients)
     # Default: uint8 images become float32; anything else (token ids, float features) passes
     # through unchanged.
@@ -202,8 +204,11 @@ class RoundEngine:
 
     An algorithm with `exchanges > 1` runs that many exchanges with this cohort (phase 0, 1,
     ...; exchange e > 0 uses `fold_in(key, e)`); the metrics are the last exchange's.
+    `round_info.hparams` (if given) overrides the algorithm's hyperparameters for this round.
     """
-    run = self._host_round if self.execution.client_strategy == "host" else self._jit_round
+    round_info = self._with_hparams(round_info)
+    run = {"host": self._host_round, "debug": self._debug_round}.get(
+        self.execution.client_strategy, self._jit_round)
     if isinstance(client_table, HostClientTable):
       # Only the cohort's rows go to the device; written back in place after the round.
       rows, positions = client_table.gather(cohort.client_ids)
@@ -218,6 +223,12 @@ class RoundEngine:
     server_state, client_table, data, cohort = self._shard(server_state, client_table, data,
                                                            cohort)
     return self._exchanges(run, server_state, client_table, data, cohort, round_info, key)
+
+  def _with_hparams(self, round_info: RoundInfo) -> RoundInfo:
+    """`round_info` carrying the algorithm's hyperparameters (`FederatedAlgorithm.hparams`) as
+    traced float32 scalars, the caller's own values first."""
+    return round_info.replace(hparams=as_arrays({**self.algorithm.hparams,
+                                                 **round_info.hparams}))
 
   def _exchanges(self, run, server_state, client_table, data, cohort, round_info, key):
     """`run` once per exchange of the round (phase e uses `fold_in(key, e)` for e > 0)."""
@@ -235,21 +246,25 @@ class RoundEngine:
     """One round of E independent experiments as one compiled program (vmap over a leading
     experiment axis): `server_states`, `client_tables`, `cohorts` (each its own clients and
     data plan), `learning_rates` [E] and `keys` [E] are stacked along axis 0; `data` is shared.
-    `hparams`: {config path: [E] values} of algorithm hyperparameters that differ between the
-    experiments; each lane runs `algorithm_factory({path: its value})` (traced scalars, see
-    `core.hparams`). Experiment e computes exactly what `round` computes with its slices and
-    the algorithm built from its own config. Needs a single-jit strategy (the 'host' strategy
+    `hparams`: {name: [E] values} of the algorithm's hyperparameters
+    (`FederatedAlgorithm.hparams`, `core.hparams`) stacked the same way; a name left out takes
+    the algorithm's value in every lane. Experiment e computes exactly what `round` computes
+    with its slices and `RoundInfo.hparams` = its values. Needs a single-jit strategy (the 'host' strategy
     dispatches per client from Python); with 'map' (clients one after another) the experiments
     also run one after another (`lax.map`) in the one program, else they are vmapped."""
-    if self.execution.client_strategy == "host":
-      raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
-                       "chunked_vmap | unrolled), not 'host' (the CPU's 'auto')")
+    if self.execution.client_strategy in UNJITTED:
+      raise ValueError(f"a sweep needs a single-jit engine.client_strategy (vmap | map | "
+                       f"chunked_vmap | unrolled), not {self.execution.client_strategy!r}")
     if self.client_table != "device":
       raise ValueError("a sweep needs engine.client_table='device'")
     learning_rates = jnp.asarray(learning_rates, jnp.float32)
-    hparams = {k: jnp.asarray(v, jnp.float32) for k, v in (hparams or {}).items()}
-    if hparams and self.algorithm_factory is None:
-      raise ValueError(f"sweeping {sorted(hparams)} needs RoundEngine(algorithm_factory=...)")
+    unknown = sorted(set(hparams or {}) - set(self.algorithm.hparams))
+    if unknown:
+      raise ValueError(f"sweep: algorithm {self.algorithm.name!r} has no hyperparameters "
+                       f"{unknown} (its hparams: {sorted(self.algorithm.hparams)})")
+    lanes = learning_rates.shape[0]
+    hparams = as_arrays({**{k: jnp.full((lanes,), v) for k, v in self.algorithm.hparams.items()},
+                         **(hparams or {})})
     if self.mesh is not None:
       server_states, client_tables, data, cohorts = self._shard(
           server_states, client_tables, data, cohorts, experiments=True)
@@ -264,14 +279,9 @@ class RoundEngine:
     self.trace_counts["sweep"] += 1
 
     def one(server_state, client_table, cohort, learning_rate, key, values):
-      engine = self
-      if values:   # this lane's algorithm, rebuilt with its traced hyperparameters
-        engine = copy.copy(self)
-        engine.algorithm = self.algorithm_factory(values)
       info = RoundInfo(round=round_idx, learning_rate=learning_rate,
-                       num_clients=self.num_clients)
-      return engine._exchanges(engine._round, server_state, client_table, data, cohort, info,
-                               key)
+                       num_clients=self.num_clients, hparams=values)
+      return self._exchanges(self._round, server_state, client_table, data, cohort, info, key)
     lanes = (server_states, client_tables, cohorts, learning_rates, keys, hparams)
     if self.execution.client_strategy == "map" and self.mesh is None:
       # Clients one after another: the experiments too (vmapping a sequential client loop over
@@ -287,26 +297,29 @@ class RoundEngine:
     a fixed data plan (the minimax test problems) and quick sweeps: thousands of rounds without
     a host dispatch each. Needs a single-jit strategy (not 'host'); returns the last round's
     metrics. Computes exactly what `num_rounds` calls of `round` compute."""
-    if self.execution.client_strategy == "host":
-      raise ValueError("repeat_rounds needs a single-jit engine.client_strategy, not 'host'")
+    if self.execution.client_strategy in UNJITTED:
+      raise ValueError(f"repeat_rounds needs a single-jit engine.client_strategy, not "
+                       f"{self.execution.client_strategy!r}")
     if isinstance(client_table, HostClientTable):
       raise ValueError("repeat_rounds needs the device client table (engine.client_table)")
     return self._jit_repeat(server_state, client_table, data, cohort, jnp.int32(first_round),
-                            int(num_rounds), jnp.float32(learning_rate), key)
+                            int(num_rounds), jnp.float32(learning_rate), key,
+                            as_arrays(self.algorithm.hparams))
 
   @functools.partial(jax.jit, static_argnums=(0, 6))
   def _jit_repeat(self, server_state, client_table, data, cohort, first_round, num_rounds,
-                  learning_rate, key):
+                  learning_rate, key, hparams):
     self.trace_counts["repeat"] += 1
 
     def one(carry, t):
       server_state, client_table, _ = carry
-      info = RoundInfo(round=t, learning_rate=learning_rate, num_clients=self.num_clients)
+      info = RoundInfo(round=t, learning_rate=learning_rate, num_clients=self.num_clients,
+                       hparams=hparams)
       return self._exchanges(self._round, server_state, client_table, data, cohort, info,
                              key), None
 
     info0 = RoundInfo(round=first_round, learning_rate=learning_rate,
-                      num_clients=self.num_clients)
+                      num_clients=self.num_clients, hparams=hparams)
     _, _, metrics0 = jax.eval_shape(self._round, server_state, client_table, data, cohort,
                                     info0, key)
     zeros = jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metrics0)
@@ -335,18 +348,26 @@ class RoundEngine:
     _, metrics = jax.eval_shape(self.algorithm.local_step, local, batch, client_key, round_info)
     return local, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metrics), client_key
 
+  def _batch(self, data: TrainData, s, idx_B, mask_B, client_key):
+    """Step `s`'s batch (preprocessed with the step's augmentation key) and the step's key."""
+    aug_key, step_key = jax.random.split(jax.random.fold_in(client_key, s))
+    return ({"x": self.preprocess(data.x[idx_B], aug_key), "y": data.y[idx_B], "mask": mask_B},
+            step_key)
+
+  def _step(self, local, metrics_sum, round_info: RoundInfo, data: TrainData, s, idx_B, mask_B,
+            active, client_key):
+    """Local step `s` (a masked step, `active` False, leaves every carried value unchanged)."""
+    batch, step_key = self._batch(data, s, idx_B, mask_B, client_key)
+    new_local, metrics = self.algorithm.local_step(local, batch, step_key, round_info)
+    local = tree.where(active, new_local, local)
+    metrics = jax.tree.map(lambda m: jnp.where(active, m, jnp.zeros_like(m)), metrics)
+    return local, tree.add(metrics_sum, metrics)
+
   def _run_steps(self, local, metrics_sum, round_info: RoundInfo, data: TrainData, step_ids,
                  idx_SxB, mask_SxB, step_mask_S, client_key):
     """Local steps `step_ids` (masked steps leave every carried value unchanged)."""
     def step(carry, inputs):
-      local, metrics_sum = carry
-      s, idx_B, mask_B, active = inputs
-      aug_key, step_key = jax.random.split(jax.random.fold_in(client_key, s))
-      batch = {"x": self.preprocess(data.x[idx_B], aug_key), "y": data.y[idx_B], "mask": mask_B}
-      new_local, metrics = self.algorithm.local_step(local, batch, step_key, round_info)
-      local = tree.where(active, new_local, local)
-      metrics = jax.tree.map(lambda m: jnp.where(active, m, jnp.zeros_like(m)), metrics)
-      return (local, tree.add(metrics_sum, metrics)), None
+      return self._step(*carry, round_info, data, *inputs, client_key), None
 
     xs = (step_ids, idx_SxB, mask_SxB, step_mask_S)
     carry = (local, metrics_sum)
@@ -419,6 +440,12 @@ class RoundEngine:
         one_client,
         (client_states, infos, cohort.batch_idx, cohort.example_mask, cohort.step_mask))
     return self._finish(server_state, client_table, outputs, cohort, round_info)
+
+  def _debug_round(self, server_state, client_table, data: TrainData, cohort: Cohort,
+                   round_info: RoundInfo, key):
+    """'debug': the pieces without jit, client by client, step by step (`core.debugging`)."""
+    return debugging.debug_round(self, server_state, client_table, data, cohort, round_info,
+                                 key)
 
   def _host_round(self, server_state, client_table, data: TrainData, cohort: Cohort,
                   round_info: RoundInfo, key):

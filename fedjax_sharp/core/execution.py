@@ -13,7 +13,7 @@ import numpy as np
 from fedjax_sharp.core import backends
 from fedjax_sharp.core.client_table import device_memory
 
-CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host")
+CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host", "debug")
 LOCAL_LOOPS = ("auto", "rolled", "partial", "unrolled")
 
 
@@ -24,7 +24,9 @@ class ExecutionConfig:
   client_strategy: 'vmap' | 'map' (sequential lax.map) | 'chunked_vmap' (lax.map over vmapped
     chunks of `chunk_size` clients) | 'unrolled' (Python loop inside jit) | 'host' (one jitted
     function per piece, clients and chunks of `host_chunk` local steps dispatched from the host;
-    all-padding chunks are skipped, so ragged clients cost their own steps only) | 'auto'.
+    all-padding chunks are skipped, so ragged clients cost their own steps only) | 'debug' (no
+    jit: clients and steps one by one from Python, an error names its client and stage,
+    `core.debugging`; slow, never chosen by 'auto') | 'auto'.
   local_loop: 'rolled' (lax.scan) | 'partial' (scan with `unroll`) | 'unrolled' (Python loop)
     | 'auto'.
   skip_padding: with local_loop='rolled', each client's loop stops after its last real step

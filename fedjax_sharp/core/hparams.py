@@ -1,24 +1,31 @@
-"""Scalar hyperparameters that may be traced: sweeps over rho, alpha, beta, gamma, mu.
+"""Hyperparameters as round data: the scalars a sweep may vary (rho, alpha, beta, gamma, mu).
 
-A sweep (`training.sweep`, `RoundEngine.sweep_round`) runs several experiments of one algorithm
-as one compiled program. Besides seeds and learning rates they may differ in the algorithm
-hyperparameters its registry entry lists as sweepable (`algorithms.registry.SWEEPABLE`): inside
-the vmapped round the algorithm is rebuilt from a config whose swept fields hold traced scalars
-(`training.config_paths.with_values`). Builders therefore read those fields with `scalar` (a
-Python number becomes a float, a tracer passes through) and guard Python-side range checks and shortcuts (`gamma == 0`
-skips a teacher pass) with `is_traced`: each experiment's concrete config has already been
-built, and checked, the normal way before the sweep traces anything.
+In the spirit of optax's `inject_hyperparams`, an algorithm does not close over these values:
+its factory lists them in `FederatedAlgorithm.hparams` ({name: value}) and its functions read
+them from the round (`of(round_info, values)`). The engine passes them in `RoundInfo.hparams`
+as traced scalars, so
+
+- a sweep (`RoundEngine.sweep_round`) stacks each experiment's values along the experiment
+  axis like any other state: one compiled program, experiment e computing exactly its own run;
+- changing a value between rounds never recompiles.
+
+Structural choices (a proximal term's kind, ADMM on or off, a temperature that only scales)
+stay closed over; a hyperparameter in `hparams` never decides what is computed, only with which
+value (FedGMT's gamma = 0 weighs the teacher's KL by 0 rather than skipping it).
 """
 from __future__ import annotations
 
-import jax
+from typing import Mapping
+
+import jax.numpy as jnp
 
 
-def is_traced(x) -> bool:
-  """True for a value traced by jit / vmap (its Python value is unknown)."""
-  return isinstance(x, jax.core.Tracer)
+def of(round_info, values: Mapping[str, float]) -> dict:
+  """This round's hyperparameters: `round_info.hparams` (the engine's traced values) over
+  `values` (the factory's, which a direct call outside the engine gets)."""
+  return {**values, **round_info.hparams}
 
 
-def scalar(x):
-  """A hyperparameter as a Python float, or unchanged when it is traced (a sweep's lane)."""
-  return x if is_traced(x) else float(x)
+def as_arrays(values: Mapping[str, float]) -> dict:
+  """{name: float32 scalar}: the form `RoundInfo.hparams` carries."""
+  return {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.core import hparams, sam
+from fedjax_sharp.core import sam
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -55,7 +55,9 @@ class ClientOptimizer:
   Attributes:
     tx: an optax transform with an injected `learning_rate` (see `local_sgd`).
     gradient: 'sgd' (plain gradient), 'sam' or 'asam' (gradient at `w + e`, `fedjax_sharp.core.sam`).
-    rho: SAM radius, a float or a schedule `round -> rho` (traced: no recompiles).
+    rho: SAM radius, a float or a schedule `round -> rho` (traced: no recompiles). A float
+      radius is a hyperparameter as data (`hparams`, key 'rho'): the round's value is
+      `round_info.hparams['rho']` when the algorithm lists it (a sweep's lane), else `rho`.
     eta: ASAM's `T = |w| + eta`.
   """
   tx: optax.GradientTransformation
@@ -66,7 +68,7 @@ class ClientOptimizer:
   def __post_init__(self):
     if self.gradient not in sam.GRADIENTS:
       raise ValueError(f"local.optimizer={self.gradient!r} is not one of {list(sam.GRADIENTS)}")
-    if not callable(self.rho) and not hparams.is_traced(self.rho) and self.rho < 0:
+    if not callable(self.rho) and self.rho < 0:
       raise ValueError(f"the SAM radius rho must be >= 0, got {self.rho}")
     if self.eta < 0:
       raise ValueError(f"the ASAM eta must be >= 0, got {self.eta}")
@@ -75,8 +77,17 @@ class ClientOptimizer:
   def is_sam(self) -> bool:
     return self.gradient != "sgd"
 
-  def rho_at(self, round_idx) -> jax.Array:
-    return self.rho(round_idx) if callable(self.rho) else jnp.asarray(self.rho, jnp.float32)
+  @property
+  def hparams(self) -> dict:
+    """{'rho': radius} for a SAM/ASAM optimiser with a float radius (else {}): what an
+    algorithm adds to its `FederatedAlgorithm.hparams`."""
+    return {"rho": float(self.rho)} if self.is_sam and not callable(self.rho) else {}
+
+  def rho_at(self, round_idx, round_info=None) -> jax.Array:
+    if callable(self.rho):
+      return self.rho(round_idx)
+    rho = self.rho if round_info is None else round_info.hparams.get("rho", self.rho)
+    return jnp.asarray(rho, jnp.float32)
 
   def init(self, params, learning_rate):
     return with_learning_rate(self.tx.init(params), learning_rate)
@@ -86,12 +97,17 @@ class ClientOptimizer:
     updates, opt_state = self.tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 
-  def value_and_grad(self, loss_fn, params, *args, round_idx=0):
-    """`((loss, aux), grads)`: the plain gradient, or SAM's `g_s`; value and aux at `params`."""
+  def value_and_grad(self, loss_fn, params, *args, round_idx=0, round_info=None):
+    """`((loss, aux), grads)`: the plain gradient, or SAM's `g_s`; value and aux at `params`.
+    An algorithm's local step passes its `round_info` (the round index and the round's radius,
+    `hparams`); `round_idx` alone serves a direct call."""
     if not self.is_sam:
       return jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
+    if round_info is not None:
+      round_idx = round_info.round
     value, _, perturbed = sam.sam_value_and_grad(
-        loss_fn, params, *args, rho=self.rho_at(round_idx), adaptive=self.gradient == "asam",
+        loss_fn, params, *args, rho=self.rho_at(round_idx, round_info),
+        adaptive=self.gradient == "asam",
         eta=self.eta)
     return value, perturbed
 

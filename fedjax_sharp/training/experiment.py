@@ -23,7 +23,6 @@ from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
 from fedjax_sharp.core.execution import ExecutionConfig, Footprint
 from fedjax_sharp.models import registry as model_registry
-from fedjax_sharp.training import config_paths
 
 # PRNG streams: one root key from the seed, one stream per purpose.
 STREAM_INIT, STREAM_TRAIN = 0, 1
@@ -205,8 +204,6 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                            float(config.engine.client_table_budget_mb)),
                        mesh=sharding.mesh_for(int(config.engine.devices),
                                               int(config.engine.experiment_devices)),
-                       algorithm_factory=lambda values: build_algorithm(
-                           config_paths.with_values(config, values), train_apply),
                        footprint=Footprint.estimate(
                            params, jax.eval_shape(algorithm.client_state_init, params),
                            config.clients_per_round))

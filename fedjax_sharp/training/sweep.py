@@ -5,9 +5,10 @@ compiled program.
 
 The experiments differ only in `seed`, `local.lr`, `local.lr_decay` (and `name`) and in the
 algorithm hyperparameters its registry entry lists as sweepable (`algorithms.registry.SWEEPABLE`:
-FedSAM's rho, FedDyn's alpha, FedGMT's gamma / alpha / beta, FedProx's mu, ...; each lane rebuilds
-the algorithm with its own traced values, `core.hparams`); everything else that shapes the
-computation must be equal (checked: the error lists the differing fields).
+FedSAM's rho, FedDyn's alpha, FedGMT's gamma / alpha / beta, FedProx's mu, ...: round data,
+`FederatedAlgorithm.hparams`, stacked per experiment like the states, `core.hparams`);
+everything else that shapes the computation must be equal (checked: the error lists the
+differing fields).
 Each experiment keeps its own partition, initial model, cohorts, data order and PRNG streams,
 exactly as if it ran alone: the round engine vmaps its jitted round over a leading experiment
 axis (`RoundEngine.sweep_round`), with the training set shared and each experiment's data plan
@@ -35,7 +36,7 @@ import numpy as np
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.algorithms.registry import SWEEPABLE
 from fedjax_sharp.core import feeding, sharding, tree
-from fedjax_sharp.core.engine import Cohort
+from fedjax_sharp.core.engine import UNJITTED, Cohort
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import config_paths
@@ -130,10 +131,12 @@ def build_experiments(configs: Sequence) -> list[experiment_lib.Experiment]:
   if mesh is not None and len(exps) % sharding.axis_size(mesh, sharding.EXPERIMENTS):
     raise ValueError(f"sweep: {len(exps)} experiments do not divide over "
                      f"engine.experiment_devices={sharding.axis_size(mesh, sharding.EXPERIMENTS)}")
-  if exps[0].engine.execution.client_strategy == "host":
-    raise ValueError("a sweep needs a single-jit engine.client_strategy (vmap | map | "
-                     "chunked_vmap | unrolled), not 'host' (the CPU's 'auto'): set "
-                     "--config.engine.client_strategy=vmap")
+  strategy = exps[0].engine.execution.client_strategy
+  if strategy in UNJITTED:
+    why = " (the CPU's 'auto')" if strategy == "host" else ""
+    raise ValueError(f"a sweep needs a single-jit engine.client_strategy (vmap | map | "
+                     f"chunked_vmap | unrolled), not {strategy!r}{why}: set "
+                     f"--config.engine.client_strategy=vmap")
   return exps
 
 
@@ -187,7 +190,9 @@ def _train(rounds, exps, recorders, status, summaries, check_signals=lambda: Non
   keys = jnp.stack([r.train_key for r in recorders])
   swept = swept_hyperparameters([x.config for x in exps])
   if swept:
-    logging.info("sweep: hyperparameters traced per experiment: %s", swept)
+    logging.info("sweep: hyperparameters per experiment: %s", swept)
+  # Each experiment's algorithm was built from its own config: its values, one lane each.
+  hparams = tree.stack([x.engine.algorithm.hparams for x in exps])
   data = exps[0].feeder.data
   num_steps = max(x.sampler.shape[1] for x in exps)
   starts = np.array([r.start_round for r in recorders])
@@ -196,7 +201,7 @@ def _train(rounds, exps, recorders, status, summaries, check_signals=lambda: Non
     cohorts = [pad_steps(x.feeder.for_round(t)[1], num_steps) for x in exps]
     rates = [x.learning_rate(t) for x in exps]
     new_states, new_tables, metrics = engine.sweep_round(
-        server_states, client_tables, data, tree.stack(cohorts), t, rates, keys, swept)
+        server_states, client_tables, data, tree.stack(cohorts), t, rates, keys, hparams)
     if (starts > t).any():
       # Experiments resumed from a later checkpoint wait (state unchanged) until the sweep
       # reaches their round; the others catch up.
