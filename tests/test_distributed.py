@@ -81,7 +81,7 @@ def error_lines(stderr):
 def straight(tmp_path_factory):
   """The uninterrupted two-process run, checkpointing every 2 rounds."""
   workdir = str(tmp_path_factory.mktemp("straight") / "multi")
-  results = run_processes(workdir, MESH)
+  results = run_processes(workdir, MESH + ["--verbose"])   # the device layout is a DEBUG line
   for code, _, stderr in results:
     assert code == 0, stderr[-3000:]
   return workdir, results
