@@ -80,11 +80,12 @@ def resolved_setting(config) -> ml_collections.ConfigDict:
   records, so that a run started in bfloat16 on a GPU is not resumed in float32 on a CPU."""
   from fedjax_sharp.models import registry  # pylint: disable=g-import-not-at-top
   config = ml_collections.ConfigDict(config.to_dict())
-  if "model" in config and not is_minimax(config):
+  if "model" in config:
     dtype = registry.resolve_compute_dtype(str(config.model.compute_dtype))
-    config.model.conv_impl = registry.resolve_conv_impl(
-        str(config.model.conv_impl), dtype, str(config.engine.client_strategy),
-        clients=int(config.clients_per_round))
+    if not is_minimax(config):   # a minimax task builds its own players (no conv_impl)
+      config.model.conv_impl = registry.resolve_conv_impl(
+          str(config.model.conv_impl), dtype, str(config.engine.client_strategy),
+          clients=int(config.clients_per_round))
     config.model.compute_dtype = dtype
   return config
 
