@@ -65,7 +65,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import round_time  # pylint: disable=g-import-not-at-top
 
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, TrainData, tree
-from fedjax_sharp.core.execution import Footprint
 from fedjax_sharp.models import get_model, init_params
 from fedjax_sharp.models.registry import (resolve_compute_dtype, resolve_conv_impl,
                                           with_compute_dtype)
@@ -343,14 +342,13 @@ def main(argv=None):
   else:
     clients, steps, batch, shape, big = 10, 50, 50, (32, 32, 3), 100
     sweep_rounds, rounds = args.sweep_rounds, args.rounds
-  auto = ExecutionConfig().resolved(footprint=Footprint(clients, 0, None))
-  default_strategy = f"{auto.client_strategy}/{auto.local_loop}"
+  default_strategy = round_time.resolved_strategy("auto/auto", clients)
   default_dtype = resolve_compute_dtype("auto")
   print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), jax "
         f"{jax.__version__}; McMahan CNN {'x'.join(map(str, shape))}, {clients} clients x "
         f"{steps} steps x batch {batch} per round{' (--small)' if args.small else ''}; "
         f"defaults here: {default_strategy}, {default_dtype}, conv "
-        f"{resolve_conv_impl('auto', default_dtype, auto.client_strategy, clients=clients)}"
+        f"{resolve_conv_impl('auto', default_dtype, default_strategy.split('/')[0])}"
         + (f"; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}" if args.xla_flags else "") + "\n")
   peak = peaks(args.peak_tflops)
   print(f"peak TFLOP/s: float32 {peak['float32'] or '-'}, bfloat16 {peak['bfloat16'] or '-'} "
@@ -414,13 +412,10 @@ def main(argv=None):
   # 4. Sweeps: each algorithm's 3 seeds as one program (vmapped over the seeds; --strategy for
   # the clients, a single-jit one: 'host' is the CPU's 'auto' and runs no sweep).
   if 4 in sections:
-    resolved = ExecutionConfig(*args.strategy.split("/")[:1],
-                               local_loop=args.strategy.split("/")[1]).resolved(
-                                   footprint=Footprint(clients, 0, None))
-    st = (f"{resolved.client_strategy}/{resolved.local_loop}"
-          if resolved.client_strategy != "host" else "vmap/rolled")
+    st = round_time.resolved_strategy(args.strategy, clients)
+    st = "vmap/rolled" if st.startswith("host/") else st
     dt = resolve_compute_dtype(args.compute_dtype)
-    ci = resolve_conv_impl(args.conv_impl, dt, st.split("/")[0], clients=clients)
+    ci = resolve_conv_impl(args.conv_impl, dt, st.split("/")[0])
     total = 0.0
     for name in sweep_algorithms:
       c, secs = timed_sweep(name, (0, 1, 2), sweep_rounds, clients, steps, batch, shape, ci, dt,

@@ -196,6 +196,15 @@ def flops_per_step(engine, server, table, data, cohort) -> float:
                        idx[:1], emask[:1], smask[:1], client_key)
 
 
+def resolved_strategy(strategy: str, clients: int) -> str:
+  """'client_strategy/local_loop' with 'auto' resolved as a run resolves it for a cohort of
+  `clients` on this backend (the device's memory is not weighed here)."""
+  client_strategy, local_loop = strategy.split("/")
+  got = ExecutionConfig(client_strategy, local_loop=local_loop).resolved(
+      footprint=Footprint(clients, 0, None))
+  return f"{got.client_strategy}/{got.local_loop}"
+
+
 def variant(name: str, conv_impl: str, compute_dtype: str) -> str:
   """compare.py's variant string: the algorithm (or a variant of it, 'fedavg[...]') with the
   model options added."""
@@ -210,12 +219,8 @@ class _Timed:
 
   def __init__(self, variant: str, strategy: str, args, shape):
     from fedjax_sharp.training import compare
-    client_strategy, local_loop = strategy.split("/")
-    # 'auto' as a run resolves it for this cohort size (memory not weighed here).
-    resolved = ExecutionConfig(client_strategy, local_loop=local_loop).resolved(
-        footprint=Footprint(args.clients, 0, None))
-    client_strategy, local_loop = resolved.client_strategy, resolved.local_loop
-    self.strategy = f"{client_strategy}/{local_loop}"
+    self.strategy = resolved_strategy(strategy, args.clients)
+    client_strategy, local_loop = self.strategy.split("/")
     config = compare.configure_variant(base_config(), variant, seed=0)
     # e.g. 'fedavg[model.conv_impl=matmul,model.compute_dtype=bfloat16]'; 'auto' (the
     # defaults) resolved for this backend and strategy as a run resolves it.

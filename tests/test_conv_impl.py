@@ -326,7 +326,7 @@ def test_config_defaults_are_auto_and_resolve_per_backend(monkeypatch):
   them per backend as a run does (the backend mocked: this CPU stands in for a GPU)."""
   from fedjax_sharp.core import backends
   from fedjax_sharp.training import config as config_lib
-  from fedjax_sharp.training.experiment import resolved_model_options
+  from fedjax_sharp.training.config import resolved_model_options
   c = config_lib.base_config()
   assert (c.model.compute_dtype, c.model.conv_impl) == ("auto", "auto")
   assert (c.engine.client_strategy, c.engine.local_loop) == ("auto", "auto")

@@ -7,8 +7,8 @@ step s', 'finalize' or 'server update'; the original error is chained (`__cause_
 traceback points into the algorithm's own code. Every operation is dispatched on its own, so
 this is for finding a bug on a small problem, not for training; it computes the round the
 other strategies compute (tested). Nothing is traced either (except when no client of the
-cohort has a real step: the metrics' structure): the algorithm's functions see concrete arrays, so `print`,
-`float(...)` and breakpoints work inside them. Masked (padding) steps are skipped: they change
+cohort has a real step: the metrics' structure): the algorithm's functions see concrete arrays,
+so `print`, `float(...)` and breakpoints work inside them. Masked (padding) steps are skipped: they change
 nothing.
 """
 from __future__ import annotations

@@ -249,8 +249,8 @@ class RoundEngine:
     `hparams`: {name: [E] values} of the algorithm's hyperparameters
     (`FederatedAlgorithm.hparams`, `core.hparams`) stacked the same way; a name left out takes
     the algorithm's value in every lane. Experiment e computes exactly what `round` computes
-    with its slices and `RoundInfo.hparams` = its values. Needs a single-jit strategy (the 'host' strategy
-    dispatches per client from Python); with 'map' (clients one after another) the experiments
+    with its slices and `RoundInfo.hparams` = its values. Needs a single-jit strategy (the
+    'host' strategy dispatches per client from Python); with 'map' (clients one after another) the experiments
     also run one after another (`lax.map`) in the one program, else they are vmapped."""
     if self.execution.client_strategy in UNJITTED:
       raise ValueError(f"a sweep needs a single-jit engine.client_strategy (vmap | map | "

@@ -42,7 +42,9 @@ from fedjax_sharp.training.workdir import mismatch_message
 def fingerprint(config) -> str:
   """A short hash of the setting fields (what changes the numbers)."""
   full = json.loads(config_lib.resolved_setting(config).to_json_best_effort())
-  full.get("model", {}).pop("conv_impl", None)   # a performance field (config.PERFORMANCE_FIELDS)
+  for path in config_lib.PERFORMANCE_FIELDS:   # how fast, not what: not part of the setting
+    section, field = path.split(".")
+    full.get(section, {}).pop(field, None)
   name = full["algorithm"]["name"]
   setting = {k: full.get(k) for k in config_lib.SETTING_FIELDS if k != "rounds"}
   setting["algorithm"] = {"name": name, name: full["algorithm"].get(name)}

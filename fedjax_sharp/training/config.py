@@ -10,6 +10,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.algorithms.hyperparameters import check
+from fedjax_sharp.models import registry
 from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS, is_minimax
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
@@ -74,18 +75,26 @@ SETTING_FIELDS = ("seed", "rounds", "clients_per_round", "aggregation", "data", 
 PERFORMANCE_FIELDS = ("model.conv_impl",)
 
 
+def resolved_model_options(config) -> tuple[str, str]:
+  """(compute dtype, conv_impl) that the config's `model.compute_dtype` and `model.conv_impl`
+  run with on the default backend ('auto' resolved: models.registry, core/backends.py; the
+  strategy 'auto' is the one for a cohort of `clients_per_round`)."""
+  dtype = registry.resolve_compute_dtype(str(config.model.compute_dtype))
+  return dtype, registry.resolve_conv_impl(str(config.model.conv_impl), dtype,
+                                           str(config.engine.client_strategy),
+                                           clients=int(config.clients_per_round))
+
+
 def resolved_setting(config) -> ml_collections.ConfigDict:
   """A copy of `config` with `model.compute_dtype` and `model.conv_impl` resolved for the
-  default backend ('auto' -> what runs: models.registry, core/backends.py): what config.json
-  records, so that a run started in bfloat16 on a GPU is not resumed in float32 on a CPU."""
-  from fedjax_sharp.models import registry  # pylint: disable=g-import-not-at-top
+  default backend (`resolved_model_options`): what config.json records, so that a run started
+  in bfloat16 on a GPU is not resumed in float32 on a CPU. A minimax task builds its own
+  players, so only its dtype is resolved."""
   config = ml_collections.ConfigDict(config.to_dict())
   if "model" in config:
-    dtype = registry.resolve_compute_dtype(str(config.model.compute_dtype))
-    if not is_minimax(config):   # a minimax task builds its own players (no conv_impl)
-      config.model.conv_impl = registry.resolve_conv_impl(
-          str(config.model.conv_impl), dtype, str(config.engine.client_strategy),
-          clients=int(config.clients_per_round))
+    dtype, conv_impl = resolved_model_options(config)
+    if not is_minimax(config):
+      config.model.conv_impl = conv_impl
     config.model.compute_dtype = dtype
   return config
 
@@ -108,7 +117,6 @@ def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> lis
   import json
   new = json.loads(resolved_setting(config).to_json_best_effort())
   if "compute_dtype" in saved.get("model", {}):   # 'auto' in a config.json of an older version
-    from fedjax_sharp.models import registry  # pylint: disable=g-import-not-at-top
     saved = json.loads(json.dumps(saved))
     saved["model"]["compute_dtype"] = registry.resolve_compute_dtype(
         saved["model"]["compute_dtype"])

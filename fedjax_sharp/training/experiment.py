@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
+from fedjax_sharp.training.config import resolved_model_options
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core import feeding, losses, sharding, tree
@@ -158,16 +159,6 @@ def model_fields(config, dataset) -> dict:
   if config.model.name == "fasttext" and vocabulary is not None:
     fields["vocab_size"] = len(vocabulary)
   return fields
-
-
-def resolved_model_options(config) -> tuple[str, str]:
-  """(compute dtype, conv_impl) that the config's `model.compute_dtype` and `model.conv_impl`
-  run with on the default backend ('auto' resolved: models.registry, core/backends.py)."""
-  compute_dtype = model_registry.resolve_compute_dtype(str(config.model.compute_dtype))
-  conv_impl = model_registry.resolve_conv_impl(str(config.model.conv_impl), compute_dtype,
-                                               str(config.engine.client_strategy),
-                                               clients=int(config.clients_per_round))
-  return compute_dtype, conv_impl
 
 
 def build_classification_experiment(config, dataset=None) -> Experiment:

@@ -20,7 +20,6 @@ from fedjax_sharp import data as data_lib
 from fedjax_sharp.core import tree
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
-from fedjax_sharp.training import experiment as experiment_lib
 from fedjax_sharp.training import hooks as hooks_lib
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training import workdir as workdir_lib
@@ -77,7 +76,7 @@ class RunRecorder:
     execution = exp.engine.execution
     # One short INFO line per run; the whole set-up (cohort shape, every engine field, the
     # device layout) with --verbose.
-    dtype = (f", {experiment_lib.resolved_model_options(config)[0]}"
+    dtype = (f", {config_lib.resolved_model_options(config)[0]}"
              if exp.dataset is not None else "")
     logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s", config.name,
                  exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
