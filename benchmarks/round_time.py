@@ -10,6 +10,7 @@ B = 50), SGD with momentum, on whatever backend JAX finds. Synthetic uint8 image
     python benchmarks/round_time.py --algorithms=all --input=28x28x1 --steps=10 --rounds=3
     python benchmarks/round_time.py --model=lenet5 --input=28x28x1 --clients=5 --steps=8 \
         --batch=64 --rounds=5 --algorithms='fedavg,fedavg[engine.micro_batch=16]'
+    python benchmarks/round_time.py --algorithms='fedavg,fedavg[dp.enabled=True]'  # DP's cost
 
 For every strategy it first times a small probe round (2 clients x 5 steps). When the probe
 predicts that the full round exceeds --budget_s, the full round is not run and the table shows
@@ -36,6 +37,7 @@ from fedjax_sharp.models import get_model, in_pieces, init_params
 from fedjax_sharp.models.registry import (resolve_compute_dtype, resolve_conv_impl,
                                           with_compute_dtype)
 from fedjax_sharp.training.config import base_config
+from fedjax_sharp.training.experiment import apply_privacy
 
 ALL = ("host/unrolled", "unrolled/unrolled", "vmap/rolled", "vmap/partial", "vmap/unrolled",
        "map/rolled", "chunked_vmap/rolled", "host/rolled")
@@ -232,7 +234,9 @@ class _Timed:
                              getattr(args, "num_classes", 10), fields)
     apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x), self.compute_dtype)
     apply_fn = in_pieces(apply_fn, int(config.engine.micro_batch))  # 'fedavg[engine.micro_batch=16]'
-    self.algorithm = build_algorithm(config, apply_fn)  # paper defaults of each block
+    # Paper defaults of each block; 'fedavg[dp.enabled=True]' wraps it in the DP mechanism.
+    self.algorithm, _ = apply_privacy(config, build_algorithm(config, apply_fn), params,
+                                      args.clients)
     rng = np.random.default_rng(0)
     n = args.clients * args.steps * args.batch
     self.data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),

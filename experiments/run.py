@@ -91,6 +91,12 @@ def main(argv):
         f"{summary[f'final_{metric}']:.4g}; "
         f"mean over the last {n} rounds {summary[f'mean_{metric}_last_{n}']:.4g} "
         f"(+/- {summary[f'std_{metric}_last_{n}']:.4g}); {summary['wall_time_s']:.1f} s")
+  if "dp_epsilon" in summary:   # differential privacy: what the run spent (docs/privacy.md)
+    eps = summary["dp_epsilon"]
+    print(f"differential privacy: epsilon {'inf' if eps is None else format(eps, '.4g')} at "
+          f"delta {summary['dp']['delta']:g} after {summary['completed_rounds']} rounds "
+          f"(noise multiplier {summary['dp']['noise_multiplier']:.4g}, "
+          f"{summary['dp']['accountant']} accountant)")
 
 
 if __name__ == "__main__":

@@ -97,7 +97,9 @@ def fed_cm(apply_fn: common.ApplyFn, client_optimizer,
       broadcast=broadcast, client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
-      communication=Communication(down=2, up=1))
+      communication=Communication(down=2, up=1),
+      dp_unsupported="divides each client's delta by that client's own number of local steps "
+                     "(a data-dependent weight the DP sensitivity bound does not cover)")
 
 
 def momentum_mix(beta: float, grads, momentum):

@@ -85,6 +85,9 @@ class Registration:
   fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   title: str = ""
   paper: str = ""
+  # The algorithm applies its own client-level DP (DP-FedSAM): `dp.enabled` is refused with it,
+  # and the run accounts for its mechanism (`core.privacy`).
+  private: bool = False
 
   @property
   def prefix(self) -> str:
@@ -158,7 +161,8 @@ ALGORITHMS: dict[str, Registration] = {}
 
 def register(name: str, factory: Callable | None = None, *, client: Callable | str = "local",
              server: bool = False, server_step: str | None = None,
-             fixed: Mapping[str, Any] | None = None, title: str = "", paper: str = ""):
+             fixed: Mapping[str, Any] | None = None, title: str = "", paper: str = "",
+             private: bool = False):
   """Registers `factory` as `config.algorithm.name=<name>`; usable as a decorator.
 
   Args:
@@ -171,16 +175,18 @@ def register(name: str, factory: Callable | None = None, *, client: Callable | s
     fixed: keyword arguments passed as they are (not configurable).
     title: the algorithm's display name on the generated docs page (`docs/gen_algorithm_pages.py`).
     paper: the paper it follows, for the same page.
+    private: the factory applies its own client-level DP (`core.privacy.with_dp`).
   Returns:
     the factory (unchanged), so that it can decorate.
   """
   if factory is None:
     return functools.partial(register, name, client=client, server=server,
-                             server_step=server_step, fixed=fixed, title=title, paper=paper)
+                             server_step=server_step, fixed=fixed, title=title, paper=paper,
+                             private=private)
   if isinstance(client, str):
     client = getattr(client_optimizers, client)
   ALGORITHMS[name] = Registration(name, factory, client, server, server_step, dict(fixed or {}),
-                                  title or name, paper)
+                                  title or name, paper, private)
   return factory
 
 

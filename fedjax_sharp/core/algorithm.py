@@ -61,6 +61,10 @@ class RoundInfo:
   # {name: float32 scalar}: the algorithm's hyperparameters this round (set by the engine from
   # `FederatedAlgorithm.hparams`, or one sweep lane's values; empty: the algorithm's own).
   hparams: dict = flax.struct.field(default_factory=_no_hparams)
+  # The round's PRNG key `fold_in(train_key, round)` (set by the engine after its prepare step;
+  # None outside the engine). What the differential-privacy wrapper (`core.privacy`) derives its
+  # own noise stream from, so that a resumed run draws the same noise.
+  key: jax.Array | None = None
 
 
 @flax.struct.dataclass
@@ -99,3 +103,10 @@ class FederatedAlgorithm:
   # (`core.hparams.of`) instead of closing over them: what the engine passes by default, and
   # what a sweep stacks per experiment.
   hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  # Why client-level DP (`core.privacy.with_dp`) cannot protect this algorithm's upload (e.g. the
+  # server weighs each upload by a data-dependent count); "" = it can: the whole upload is
+  # clipped as one vector (or tensor by tensor) and noised.
+  dp_unsupported: str = ""
+  # The DP mechanism (`core.privacy.Mechanism`) applied to the uploads, None without DP: what
+  # the accountant reads.
+  privacy: Any = None

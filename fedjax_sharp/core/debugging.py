@@ -52,6 +52,7 @@ def debug_round(engine, server_state, client_table, data, cohort, round_info, ke
   with stage(where, "prepare"):
     bcast, client_states, infos, round_key = engine._prepare(  # pylint: disable=protected-access
         server_state, client_table, cohort, round_info, key)
+  round_info = round_info.replace(key=round_key)
   client_ids = np.asarray(cohort.client_ids)
   step_mask = np.asarray(cohort.step_mask)
   outputs = []

@@ -330,7 +330,8 @@ class RoundEngine:
 
   # ---------------------------------------------------------------- pieces (pure functions)
   def _prepare(self, server_state, client_table, cohort: Cohort, round_info: RoundInfo, key):
-    """Broadcast, gather of the cohort's client state, per-client infos, the round's key."""
+    """Broadcast, gather of the cohort's client state, per-client infos, the round's key (the
+    callers put it in `round_info.key` for the rest of the round: `core.privacy`'s stream)."""
     bcast = self.algorithm.broadcast(server_state, round_info)
     client_states = _gather_rows(client_table, cohort.table_rows)
     infos = ClientInfo(client_id=cohort.client_ids, num_examples=cohort.num_examples,
@@ -431,6 +432,7 @@ class RoundEngine:
       cohort = jax.tree.map(lambda a: a[order], cohort)
     bcast, client_states, infos, round_key = self._prepare(server_state, client_table, cohort,
                                                            round_info, key)
+    round_info = round_info.replace(key=round_key)
 
     def one_client(args):
       cstate, info, idx, emask, smask = args
@@ -456,6 +458,7 @@ class RoundEngine:
     """
     bcast, client_states, infos, round_key = self._jit_prepare(server_state, client_table,
                                                                cohort, round_info, key)
+    round_info = round_info.replace(key=round_key)
     chunk = self.execution.host_chunk
     batch_idx, example_mask, step_mask = (np.asarray(a) for a in
                                           (cohort.batch_idx, cohort.example_mask,

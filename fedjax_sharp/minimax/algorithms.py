@@ -157,7 +157,9 @@ def minimax_algorithm(task, optimizers: PlayerOptimizers, *, rule: str = "fess_g
       broadcast=broadcast, client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
-      communication=Communication(down=down, up=1.0))
+      communication=Communication(down=down, up=1.0),
+      dp_unsupported="is a minimax algorithm: it uploads its step counts and its server "
+                     "divides by them (no DP mechanism for minimax tasks)")
 
 
 # ------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def validate(config) -> None:
 # Fields that define a run's numbers (everything but logging, evaluation cadence, engine and
 # checkpointing); `algorithm` counts as its name and the selected algorithm's block only.
 SETTING_FIELDS = ("seed", "rounds", "clients_per_round", "aggregation", "data", "model", "local",
-                  "server", "task", "minimax")
+                  "server", "task", "minimax", "dp")
 
 
 # Fields that change how fast a round runs, not its numbers (the same function to float
@@ -89,8 +89,12 @@ def resolved_setting(config) -> ml_collections.ConfigDict:
   """A copy of `config` with `model.compute_dtype` and `model.conv_impl` resolved for the
   default backend (`resolved_model_options`): what config.json records, so that a run started
   in bfloat16 on a GPU is not resumed in float32 on a CPU. A minimax task builds its own
-  players, so only its dtype is resolved."""
+  players, so only its dtype is resolved. `aggregation='auto'` is resolved too
+  (`fields.aggregation`)."""
+  from fedjax_sharp.training import fields   # pylint: disable=g-import-not-at-top
+  aggregation = fields.aggregation(config)
   config = ml_collections.ConfigDict(config.to_dict())
+  config.aggregation = aggregation
   if "model" in config:
     dtype, conv_impl = resolved_model_options(config)
     if not is_minimax(config):
@@ -133,6 +137,8 @@ def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> lis
   for key, value in new_flat.items():
     if not keep(key) or key in allow or key in PERFORMANCE_FIELDS:
       continue
+    if key == "dp.noise_multiplier" and new_flat.get("dp.target_epsilon") is not None:
+      continue   # solved from dp.target_epsilon and the other fields (config.json has the value)
     old = old_flat.get(key, default.get(key, value))
     if old != value:
       diffs.append(f"{key}: saved {old!r}, now {value!r}")

@@ -7,18 +7,21 @@ evaluator, ready for `training.loop.run` (classification; minimax tasks: `minima
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
+from fedjax_sharp.training import fields as fields_lib
 from fedjax_sharp.training.config import resolved_model_options
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import client_table as client_table_lib
-from fedjax_sharp.core import feeding, losses, sharding, tree
+from fedjax_sharp.core import feeding, losses, privacy, sharding, tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
@@ -73,6 +76,8 @@ class Experiment:
   higher_is_better: bool = True
   artifacts: Callable | None = None      # (params, workdir, tag) -> None, e.g. GAN sample grids
   feeder: Any = None                     # core.feeding: for_round(t) -> (TrainData, Cohort)
+  # core.privacy.AccountingSetting of the algorithm's DP mechanism (None without DP).
+  accounting: Any = None
 
   def __post_init__(self):
     if self.feeder is None and self.train_data is not None:
@@ -161,6 +166,37 @@ def model_fields(config, dataset) -> dict:
   return fields
 
 
+def apply_privacy(config, algorithm: FederatedAlgorithm, params, population: int):
+  """(algorithm, accounting): `algorithm` wrapped by `config.dp`'s mechanism when
+  `dp.enabled` (`core.privacy.with_dp`; with `dp.target_epsilon`, the noise multiplier solved
+  over `config.rounds` rounds), and the accounting of whatever mechanism it then applies (an
+  algorithm may apply its own, DP-FedSAM); None without DP."""
+  dp = config.get("dp")
+  if dp is None:
+    return algorithm, None
+  setting = functools.partial(privacy.AccountingSetting, cohort=int(config.clients_per_round),
+                              population=int(population), delta=float(dp.delta),
+                              accountant=str(dp.accountant))
+  if dp.enabled:
+    mechanism = privacy.Mechanism(float(dp.clip_norm), float(dp.noise_multiplier),
+                                  clip=str(dp.clip), noise=str(dp.noise))
+    if dp.target_epsilon is not None:
+      sensitivity = (math.sqrt(privacy.num_tensors(privacy.upload_shape(algorithm, params)))
+                     if mechanism.clip == "per_tensor" else 1.0)
+      sigma = setting(noise_multiplier=0.0, sensitivity=sensitivity,
+                      steps_per_round=int(algorithm.exchanges)).solve_noise_multiplier(
+                          float(dp.target_epsilon), int(config.rounds))
+      logging.info("dp.target_epsilon=%g at delta %g over %d rounds -> noise multiplier %.4f",
+                   dp.target_epsilon, dp.delta, config.rounds, sigma)
+      mechanism = dataclasses.replace(mechanism, noise_multiplier=sigma)
+    algorithm = privacy.with_dp(algorithm, mechanism)
+  if algorithm.privacy is None:
+    return algorithm, None
+  return algorithm, privacy.accounting_setting(
+      algorithm, params, int(config.clients_per_round), int(population), float(dp.delta),
+      str(dp.accountant))
+
+
 def build_classification_experiment(config, dataset=None) -> Experiment:
   """Everything a classification run needs, from a validated config. `dataset`: an already
   loaded dataset of `config.data` (sweeps load it once for all their experiments)."""
@@ -186,7 +222,8 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   eval_preprocess = make_preprocess(dataset, "none", True)
   evaluate = make_evaluator(apply_fn, dataset.x_test, dataset.y_test, eval_preprocess,
                             config.eval.batch_size)
-  algorithm = build_algorithm(config, train_apply)
+  algorithm, accounting = apply_privacy(config, build_algorithm(config, train_apply), params,
+                                        len(client_indices))
   execution = ExecutionConfig.from_config(config.engine)
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table_lib.resolve(
@@ -200,7 +237,7 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                            config.clients_per_round))
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
-                          seed=config.seed, weighting=config.aggregation)
+                          seed=config.seed, weighting=fields_lib.aggregation(config))
   feeder = feeding.make_feeder(dataset.x_train, dataset.y_train, sampler.build,
                                mode=str(config.data.feed),
                                device_budget_bytes=int(config.data.device_budget_mb) * 2 ** 20)
@@ -209,4 +246,4 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                     apply_fn=apply_fn, algorithm=algorithm, engine=engine, sampler=sampler,
                     train_data=train_data, init_params=params, evaluate=evaluate,
                     model_bytes=tree.num_bytes(params), eval_preprocess=eval_preprocess,
-                    feeder=feeder)
+                    feeder=feeder, accounting=accounting)

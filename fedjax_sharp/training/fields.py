@@ -11,6 +11,7 @@ The algorithm blocks `config.algorithm.<name>` are declared by the algorithms' f
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter
@@ -42,8 +43,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         seed=(0, "[0, 4294967296)", "root of every random stream (init, sampling, data order)"),
         rounds=(50, ">= 1", "communication rounds"),
         clients_per_round=(10, ">= 1", "clients sampled each round"),
-        aggregation=("examples", ("examples", "uniform"),
-                     "client weights: 'examples' (n_m / sum n) or 'uniform'"),
+        aggregation=("auto", ("auto", "examples", "uniform"),
+                     "client weights: 'examples' (n_m / sum n) | 'uniform' | 'auto' ('uniform' "
+                     "with differential privacy, else 'examples')"),
         log_every=(1, ">= 1", "progress line every k rounds"),
         checkpoint_every=(0, ">= 0", "> 0: save server + client state every k rounds (workdir)"),
         checkpoint_keep=(2, ">= 1", "checkpoints kept under <workdir>/checkpoints (orbax)"),
@@ -222,6 +224,28 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         rho=(0.05, ">= 0", "sam_sharpness radius"),
         trace_probes=(20, ">= 1", "hessian_trace Hutchinson probes"),
         iters=(20, ">= 1", "lambda_max power iterations")),
+    **_declare(
+        "dp",
+        enabled=(False, _ON_OFF, "client-level differential privacy of the uploads (the other "
+                 "dp fields apply only with it): each "
+                 "client's upload clipped and noised inside the round (docs/privacy.md)"),
+        clip_norm=(1.0, "(0, inf]", "C, the L2 bound of each client's upload (inf: no clipping)"),
+        noise_multiplier=(1.0, ">= 0", "sigma: noise std sigma * C on the sum of the clipped "
+                          "uploads"),
+        delta=(1e-5, "(0, 1)", "the delta of the reported epsilon(delta)"),
+        clip=("global", ("global", "per_tensor"),
+              "'global' (one norm over the whole upload) | 'per_tensor' (every tensor clipped "
+              "to C, DP-FedSAM's code)"),
+        noise=("server", ("client", "server"),
+               "'server' (one N(0, sigma^2 C^2) on the sum, DP-FedAvg) | 'client' (each client "
+               "adds N(0, sigma^2 C^2 / m), DP-FedSAM's code)"),
+        target_epsilon=(None, "> 0", "set: the noise multiplier is solved so that epsilon(delta) "
+                        "after config.rounds rounds is this (dp.noise_multiplier is then "
+                        "ignored; config.json records the solved value)", float),
+        accountant=("rdp", ("pld_poisson", "rdp", "rdp_poisson"),
+                    "'rdp' (fixed-size cohorts without replacement, as sampled; replace-one) | "
+                    "'rdp_poisson' | 'pld_poisson' (Poisson sampling approximation, "
+                    "add/remove-one)")),
     **_declare("training", on_nonfinite=("stop", ("stop", "warn"),
                                          "'stop' (status 'diverged', exit 3) | 'warn' (log, "
                                          "go on)")),
@@ -328,3 +352,48 @@ def _algorithm_blocks(config) -> None:
   minimax_algorithms.check_blocks(config)
   if not is_minimax(config) and config.algorithm.name in registry.ALGORITHMS:
     registry.ALGORITHMS[config.algorithm.name].check_server(config)
+
+
+def private(config) -> bool:
+  """Whether the run applies client-level DP: `dp.enabled`, or an algorithm that applies its
+  own (DP-FedSAM: `Registration.private`)."""
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  dp = config.get("dp")
+  if dp is not None and dp.enabled:
+    return True
+  registration = ALGORITHMS.get(config.algorithm.name)
+  return bool(registration and registration.private and not is_minimax(config))
+
+
+def aggregation(config) -> str:
+  """`aggregation` with 'auto' resolved: 'uniform' under differential privacy, else
+  'examples'."""
+  value = str(config.aggregation)
+  if value != "auto":
+    return value
+  return "uniform" if private(config) else "examples"
+
+
+@rule
+def _privacy(config) -> None:
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  dp = config.get("dp")
+  if dp is None:
+    return
+  if dp.enabled:
+    _check(not is_minimax(config), "dp.enabled", f"applies to classification; task.name="
+           f"{config.task.name!r} (minimax) has no DP mechanism: leave it False")
+    registration = ALGORITHMS.get(config.algorithm.name)
+    _check(not (registration and registration.private), "dp.enabled",
+           f"algorithm.name={config.algorithm.name!r} applies its own clipping and noise "
+           f"(config.algorithm.{config.algorithm.name}): leave dp.enabled False")
+    _check(dp.noise_multiplier == 0 or math.isfinite(dp.clip_norm), "dp.clip_norm",
+           f"must be finite when dp.noise_multiplier > 0 (the noise std is sigma * C), got "
+           f"{dp.clip_norm}")
+  if private(config):
+    _check(str(config.aggregation) != "examples", "aggregation",
+           "='examples' weighs clients by their example counts, which the DP sensitivity bound "
+           "does not cover: use 'uniform' (or 'auto') with differential privacy")
+    if dp.target_epsilon is not None:
+      _check(int(config.data.num_clients) > 0, "dp.target_epsilon",
+             "needs data.num_clients > 0 (the sampling rate clients_per_round / num_clients)")

@@ -8,7 +8,8 @@ at the last one):
     hook.on_round(rnd)    # after round rnd.t; rnd.record: the round's metrics record so far
     hook.close(status)    # the run ends: 'completed', 'interrupted', 'diverged' or 'failed'
 
-The order: `Evaluator` (test metrics), `RoundAnalysis` (geometry during training), `Clock`
+The order: `Evaluator` (test metrics), `RoundAnalysis` (geometry during training),
+`PrivacyAccountant` (epsilon so far, with differential privacy), `Clock`
 (round and wall time), `MetricsWriter` (metrics.jsonl), `TensorBoard`, `DivergenceGuard`,
 `Checkpointer`, `Averager`, `Artifacts`, `FinalModel`, then the progress line
 (`progress.Progress`). Hooks that add fields to the record run before the ones that write it;
@@ -178,6 +179,20 @@ class RoundAnalysis(Hook):
             self.exp.apply_fn, params, self.exp.dataset, self.exp.client_indices,
             trained=self.trained, preprocess=self.exp.eval_preprocess))
     return out
+
+
+class PrivacyAccountant(Hook):
+  """`dp_epsilon`: epsilon(delta) of the run's DP mechanism after the round (`setting`, a
+  `core.privacy.AccountingSetting`: dp-accounting's RDP or PLD accountant over the rounds so
+  far; a function of the round index only, so a resumed run reports the same values). None in
+  the record (JSON null) when there is no noise (epsilon = inf)."""
+
+  def __init__(self, setting):
+    super().__init__()
+    self.setting = setting
+
+  def on_round(self, rnd: Round) -> None:
+    rnd.record["dp_epsilon"] = self.setting.epsilon(rnd.t + 1)
 
 
 class Clock(Hook):

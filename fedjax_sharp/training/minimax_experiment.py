@@ -21,6 +21,7 @@ from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 from fedjax_sharp.minimax import tasks as tasks_lib
 from fedjax_sharp.minimax.algorithms import build_minimax_algorithm
+from fedjax_sharp.training import fields
 from fedjax_sharp.training.experiment import STREAM_INIT, Experiment, make_preprocess
 
 
@@ -68,7 +69,7 @@ def build_experiment(config) -> Experiment:
                           1 if toy else config.local.batch_size,
                           local_epochs=config.local.epochs,
                           local_steps=max(config.local.steps, 1) if toy else config.local.steps,
-                          seed=config.seed, weighting=config.aggregation)
+                          seed=config.seed, weighting=fields.aggregation(config))
   params = task.init_params(jax.random.fold_in(jax.random.key(config.seed), STREAM_INIT))
   return Experiment(
       config=config, dataset=dataset, client_indices=task.client_indices, model=None,

@@ -83,7 +83,8 @@ class Progress:
         (1, f"first round {_duration(self.first_round_s)} (compile)"),
         (4, f"elapsed {_duration(now - self.start)}"),
         (9, f"eta {_duration(eta)}" if eta is not None else "eta after the next round"),
-    ]
+    ] + ([(6, f"eps {record['dp_epsilon']:.3g}" if record["dp_epsilon"] is not None
+           else "eps inf")] if "dp_epsilon" in record else [])
 
   def fit(self, head: str, fields: list[tuple[int, str]], width: int) -> str:
     """`head | field | ...` within `width` characters, dropping the least useful fields."""

@@ -99,6 +99,8 @@ class RunRecorder:
     analysis = hooks_lib.RoundAnalysis.from_config(config, exp, self.start_round)
     if analysis is not None:    # else nothing is built, traced or run
       hooks.append(analysis)
+    if exp.accounting is not None:
+      hooks.append(hooks_lib.PrivacyAccountant(exp.accounting))
     hooks.append(hooks_lib.Clock(self.records[-1]["wall_time_s"] if self.records else 0.0))
     hooks.append(hooks_lib.MetricsWriter(self.records, path(workdir_lib.METRICS), truncate))
     if workdir and config.log.tensorboard:
@@ -142,9 +144,12 @@ class RunRecorder:
     if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
       shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
     # 'auto' model options as they resolved on this backend (what ran; resume compares it).
+    resolved = config_lib.resolved_setting(config)
+    if exp.accounting is not None and config.get("dp") and config.dp.target_epsilon is not None:
+      resolved.dp.noise_multiplier = exp.accounting.noise_multiplier   # the solved sigma
     metrics_lib.atomic_write_text(
         os.path.join(workdir, "config.json"),
-        config_lib.resolved_setting(config).to_json_best_effort(indent=2, sort_keys=True) + "\n")
+        resolved.to_json_best_effort(indent=2, sort_keys=True) + "\n")
     vocabulary = getattr(exp.dataset, "vocabulary", None)
     if vocabulary is not None:  # text: the run's token ids are reproducible from this file
       data_lib.save_vocabulary(os.path.join(workdir, VOCABULARY_FILE), vocabulary)
@@ -269,6 +274,11 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
       "communication": {"down": comm.down, "up": comm.up, "model_bytes": exp.model_bytes},
       "provenance": run_provenance,
   })
+  if exp.accounting is not None:
+    # epsilon(delta) after the last recorded round, and how it was accounted.
+    from fedjax_sharp.core import privacy  # pylint: disable=g-import-not-at-top
+    summary["dp_epsilon"] = records[-1].get("dp_epsilon") if records else None
+    summary["dp"] = privacy.describe(exp.accounting)
   if averaged_models is not None:
     # Fewer than eval.average_last when the run resumed inside that window.
     summary["averaged_models"] = averaged_models

@@ -18,7 +18,7 @@ from fedjax_sharp.training import metrics as metrics_lib
 COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", "final_acc",
            "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
            "relative_time", "lambda_max_mean", "lambda_max_std", "test_acc_last_n_mean",
-           "test_acc_last_n_std", "last_n_used")
+           "test_acc_last_n_std", "last_n_used", "dp_epsilon")
 
 
 LOG_SCALE_METRICS = ("distance_to_saddle", "phi_gap", "grad_phi_norm", "abs_x")
@@ -69,8 +69,14 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
       secondary = [np.mean([r["test_accuracy"] for r in
                             _measured(run["records"], "test_accuracy")][-last_n:])
                    for run in runs]
+    # Differential privacy: epsilon(delta) spent (the seeds' mean; the same for every seed of
+    # one setting). None without DP, inf (no noise) as None too.
+    epsilons = [run["summary"].get("dp_epsilon") for run in runs]
+    private = [run for run in runs if "dp_epsilon" in run["summary"]]
     rows.append({
         "algorithm": name, "seeds": len(runs), "metric": metric,
+        "dp_epsilon": (float(np.mean(epsilons)) if private and None not in epsilons
+                       else "inf" if private else None),
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
         "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
@@ -227,13 +233,15 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
   unit = " (%)" if pct else ""
   target_s = f"{100 * target:.0f}%" if pct else f"{target:g}"
   with_acc = any(r["test_acc_last_n_mean"] is not None for r in rows)
+  with_dp = any(r.get("dp_epsilon") is not None for r in rows)
   last, spread = _last_n_and_std_label(rows, last_n)
   head = (f"| algorithm | seeds | {label} {last}{unit}, {spread} | final {label}{unit} |"
           + (f" acc {last} (%) |" if with_acc else "")
           + (f" rounds to {target_s} |" if with_target else "")
           + " model vectors / client / round |" + (" MB to target |" if with_target else "")
-          + " s / round | time vs first |" + (" lambda_max |" if with_hessian else ""))
-  lines = [head, "|" + "---|" * (7 + 2 * with_target + with_hessian + with_acc)]
+          + " s / round | time vs first |" + (" lambda_max |" if with_hessian else "")
+          + (" DP epsilon |" if with_dp else ""))
+  lines = [head, "|" + "---|" * (7 + 2 * with_target + with_hessian + with_acc + with_dp)]
   for r in rows:
     lam = ""
     if with_hessian:
@@ -246,7 +254,8 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
            f"({_fmt(r['test_acc_last_n_std'], True)}) |" if with_acc else "")
         + (f" {_fmt(r['rounds_to_target'])} |" if with_target else "")
         + f" {r['vectors_per_round']} |" + (f" {_fmt(r['mb_to_target'])} |" if with_target else "")
-        + f" {_fmt(r['s_per_round'])} | {r['relative_time']:.2f}x |" + lam)
+        + f" {_fmt(r['s_per_round'])} | {r['relative_time']:.2f}x |" + lam
+        + (f" {_fmt(r.get('dp_epsilon'))} |" if with_dp else ""))
   return "\n".join(lines) + "\n"
 
 
@@ -309,10 +318,12 @@ def to_latex(rows: list[dict], last_n: int) -> str:
   best = (max if higher else min)(r["acc_last_n_mean"] for r in rows)
   scale = 100.0 if pct else 1.0
   label = metric.replace("_", " ") + (" (\\%)" if pct else "")
-  cols = "l" + "r" * (3 + with_lam)
+  with_dp = any(r.get("dp_epsilon") is not None for r in rows)
+  cols = "l" + "r" * (3 + with_lam + with_dp)
   lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
            f"algorithm & seeds & {label}, {_last_n_and_std_label(rows, last_n)[0]} & final"
-           + (" & $\\lambda_{\\max}$" if with_lam else "") + " \\\\", "\\midrule"]
+           + (" & $\\lambda_{\\max}$" if with_lam else "")
+           + (" & $\\varepsilon$" if with_dp else "") + " \\\\", "\\midrule"]
   for r in rows:
     mean = f"{scale * r['acc_last_n_mean']:.2f}"
     if r["acc_last_n_mean"] == best:
@@ -324,7 +335,8 @@ def to_latex(rows: list[dict], last_n: int) -> str:
              else f" & {r['lambda_max_mean']:.3g}" + (
                  "" if r["lambda_max_std"] is None else f" $\\pm$ {r['lambda_max_std']:.2g}"))
     name = r["algorithm"].replace("_", "\\_")
-    lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam} \\\\")
+    eps = f" & {_fmt(r.get('dp_epsilon'))}" if with_dp else ""
+    lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam}{eps} \\\\")
   lines += ["\\bottomrule", "\\end{tabular}"]
   return "\n".join(lines) + "\n"
 

@@ -1,0 +1,370 @@
+"""Client-level differential privacy of the uploads: clipping and Gaussian noise inside the jitted
+round (`with_dp`, any `FederatedAlgorithm`), and the privacy accountant (`Accountant`, Google's
+`dp-accounting`, imported only when a run accounts).
+
+What is protected: each sampled client's whole upload `u_m` (FedAvg's `w^t - w_m`, SCAFFOLD's
+`(delta, control delta)`, ...), as DP-FedAvg (McMahan et al., ICLR 2018) and DP-FedSAM (Shi et
+al., CVPR 2023) protect it: a client's participation changes what the server sees by a bounded
+amount, hidden by Gaussian noise. One round, `m` real clients, clip norm `C`, noise multiplier
+`sigma`:
+
+    clip='global'      u_m <- u_m * min(1, C / ||u_m||)            (one L2 norm over the upload)
+    clip='per_tensor'  every tensor l: u_ml <- u_ml * min(1, C / ||u_ml||)   (DP-FedSAM's code,
+                       dpfedsam_api.py L76; the whole upload's norm is then <= C sqrt(L))
+    noise='server'     z ~ N(0, sigma^2 C^2 I) once per round; the aggregate is
+                       (sum_m u_m + z) / m  (DP-FedAvg: the noise is added to the sum of the
+                       clipped updates and divided by the cohort size)
+    noise='client'     every client adds its own z_m ~ N(0, sigma^2 C^2 / m I) before uploading
+                       (DP-FedSAM's code, dpfedsam_api.py L73); the sum carries the same
+                       N(0, sigma^2 C^2 I)
+
+Both noise placements give the server the same distribution of the aggregate. 'server' noise is
+applied by adding `z / m` to every real client's upload just before the algorithm's own server
+update, which consumes the uploads only through weighted sums with the uniform weights `1/m`
+(or their mask sums): the weighted mean then carries exactly `z / m`, the mask sum `z`. 'client'
+noise takes `m` from the client's aggregation weight `1/m` (DP needs the uniform weights:
+`aggregation='uniform'`). Padding clients (weight 0) add nothing. Without noise (sigma = 0) nothing is drawn, and
+`C = inf` clips nothing: the round is then the algorithm's own program, bit for bit (XLA fuses
+a multiplication by 1 or an addition of 0 differently, which moves results by an ulp).
+
+Noise keys come from their own stream: `fold_in(round_key, STREAM_PRIVACY)` (the round key is
+`fold_in(train_key, round)`, `RoundInfo.key`), split into a server key and a base that is folded
+with the client id; client ids are < 2**31 - 1, so no client's training key equals it. A
+resumed run draws the same noise.
+
+An algorithm whose server weighs each upload by a data-dependent quantity, or uploads counts,
+cannot be protected this way: it sets `FederatedAlgorithm.dp_unsupported` (FedCM and MoFedSAM,
+the minimax algorithms), and `with_dp` refuses it naming `dp.enabled`. Every other algorithm's
+whole upload is clipped jointly (several model-sized parts: one norm over all of them).
+
+Accounting (`Accountant`): the composition over rounds of a subsampled Gaussian mechanism with
+noise multiplier `sigma / s` relative to the sensitivity (`s = 1` for 'global' clipping,
+`s = sqrt(L)` for 'per_tensor' with `L` tensors; DP-FedSAM's own script ignores that factor):
+  'rdp'          RDP of sampling WITHOUT replacement of m of the M clients (the engine's cohort
+                 sampling; Wang, Balle & Kasiviswanathan 2019), replace-one neighbouring
+                 datasets: the sum's sensitivity is 2C, so the event's multiplier is sigma/(2s);
+  'rdp_poisson'  RDP of Poisson sampling with q = m/M, add/remove-one (the usual DP-FedAvg and
+                 DP-FedSAM accounting; an approximation of the engine's fixed-size cohorts);
+  'pld_poisson'  the same Poisson event with privacy loss distributions (tighter; dp-accounting's
+                 PLD accountant has no sampling-without-replacement event).
+An algorithm with E exchanges per round releases E aggregates per round (E steps per round).
+`dpfedsam_epsilon` is DP-FedSAM's own RDP -> (epsilon, delta) conversion (eps_computer.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_sharp.core import tree
+from fedjax_sharp.core.algorithm import FederatedAlgorithm
+from fedjax_sharp.errors import ConfigError
+
+CLIPS = ("global", "per_tensor")
+NOISES = ("server", "client")
+ACCOUNTANTS = ("rdp", "rdp_poisson", "pld_poisson")
+# fold_in data of the privacy stream under the round key (client ids stay below it).
+STREAM_PRIVACY = 2 ** 31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Mechanism:
+  """The clipping and noise applied to every upload (see the module docstring)."""
+  clip_norm: float
+  noise_multiplier: float
+  clip: str = "global"
+  noise: str = "server"
+  prefix: str = "dp"     # the config block that set it (named in errors)
+
+  def __post_init__(self):
+    p = self.prefix
+    if not self.clip_norm > 0:
+      raise ConfigError(f"{p}.clip_norm must be > 0, got {self.clip_norm}")
+    if not self.noise_multiplier >= 0 or math.isinf(self.noise_multiplier):
+      raise ConfigError(f"{p}.noise_multiplier must be a finite value >= 0, got "
+                        f"{self.noise_multiplier}")
+    if self.noise_multiplier > 0 and math.isinf(self.clip_norm):
+      raise ConfigError(f"{p}.clip_norm must be finite when {p}.noise_multiplier > 0 (the noise "
+                        f"is sigma * C), got {self.clip_norm}")
+    if self.clip not in CLIPS:
+      raise ConfigError(f"{p}.clip={self.clip!r} is not one of {list(CLIPS)}")
+    if self.noise not in NOISES:
+      raise ConfigError(f"{p}.noise={self.noise!r} is not one of {list(NOISES)}")
+
+  @property
+  def noise_std(self) -> float:
+    """sigma * C, the std of the noise on the sum of the clipped uploads (0 without noise)."""
+    return 0.0 if self.noise_multiplier == 0 else self.noise_multiplier * self.clip_norm
+
+
+def _is_float(x) -> bool:
+  return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+
+
+def clip(upload, clip_norm: float, mode: str = "global"):
+  """`upload` scaled to L2 norm <= `clip_norm`: as one vector ('global') or tensor by tensor
+  ('per_tensor'). Non-float leaves pass unchanged; a zero upload stays zero; `clip_norm = inf`
+  returns `upload` itself (no operation: the program stays the algorithm's own, bit for bit)."""
+  if math.isinf(clip_norm):
+    return upload
+  leaves, treedef = jax.tree.flatten(upload)
+  tiny = jnp.finfo(jnp.float32).tiny
+
+  def factor(sq):
+    return jnp.minimum(1.0, clip_norm / jnp.maximum(jnp.sqrt(sq), tiny))
+
+  if mode == "global":
+    sq = sum((jnp.sum(jnp.square(x.astype(jnp.float32))) for x in leaves if _is_float(x)),
+             jnp.zeros((), jnp.float32))
+    f = factor(sq)
+    out = [x * f.astype(x.dtype) if _is_float(x) else x for x in leaves]
+  elif mode == "per_tensor":
+    out = [x * factor(jnp.sum(jnp.square(x.astype(jnp.float32)))).astype(x.dtype)
+           if _is_float(x) else x for x in leaves]
+  else:
+    raise ValueError(f"dp.clip={mode!r} is not one of {list(CLIPS)}")
+  return jax.tree.unflatten(treedef, out)
+
+
+def num_tensors(upload) -> int:
+  """L, the float tensors of an upload (what 'per_tensor' clips one by one)."""
+  return sum(1 for x in jax.tree.leaves(upload) if _is_float(x))
+
+
+def gaussian_like(key, like, std):
+  """N(0, std^2) noise shaped like the float leaves of `like` (zeros elsewhere)."""
+  leaves, treedef = jax.tree.flatten(like)
+  keys = jax.random.split(key, max(len(leaves), 1))
+  out = [std * jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) if _is_float(x)
+         else jnp.zeros_like(x) for k, x in zip(keys, leaves)]
+  return jax.tree.unflatten(treedef, out)
+
+
+def noise_keys(round_key) -> tuple[jax.Array, jax.Array]:
+  """(server key, base of the per-client keys) of one round's privacy stream."""
+  if round_key is None:
+    raise ValueError("the DP wrapper needs the engine's round key (RoundInfo.key): run the "
+                     "algorithm through core.engine.RoundEngine")
+  server_key, client_base = jax.random.split(jax.random.fold_in(round_key, STREAM_PRIVACY))
+  return server_key, client_base
+
+
+def with_dp(algorithm: FederatedAlgorithm, mechanism: Mechanism) -> FederatedAlgorithm:
+  """`algorithm` whose uploads are clipped and noised by `mechanism` inside the round."""
+  if algorithm.dp_unsupported:
+    raise ConfigError(f"{mechanism.prefix}.enabled: algorithm {algorithm.name!r} "
+                      f"{algorithm.dp_unsupported}; use another algorithm or leave DP off")
+  if algorithm.privacy is not None:
+    raise ConfigError(f"{mechanism.prefix}.enabled: algorithm {algorithm.name!r} applies its own "
+                      f"clipping and noise; leave {mechanism.prefix}.enabled False")
+  std = mechanism.noise_std
+
+  def client_finalize(local, bcast, client_state, info, round_info):
+    upload, new_state = algorithm.client_finalize(local, bcast, client_state, info, round_info)
+    upload = clip(upload, mechanism.clip_norm, mechanism.clip)
+    if mechanism.noise == "client" and std > 0:
+      # sigma C / sqrt(m), m = 1 / weight (uniform weights); padding clients (weight 0): 0.
+      scale = std * jnp.sqrt(jnp.maximum(info.weight, 0.0))
+      key = jax.random.fold_in(noise_keys(round_info.key)[1], info.client_id)
+      upload = tree.axpy(scale, gaussian_like(key, upload, 1.0), upload)
+    return upload, new_state
+
+  def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
+    if mechanism.noise == "server" and std > 0:
+      z = gaussian_like(noise_keys(round_info.key)[0], tree.index(uploads_C, 0), std)
+      share_C = mask_C / jnp.maximum(jnp.sum(mask_C), 1.0)      # z / m on every real upload
+      uploads_C = jax.tree.map(
+          lambda u, n: u + (share_C.reshape((-1,) + (1,) * (u.ndim - 1)) * n[None]).astype(
+              u.dtype) if _is_float(u) else u, uploads_C, z)
+    return algorithm.server_update(server_state, uploads_C, weights_C, mask_C, round_info)
+
+  return dataclasses.replace(algorithm, client_finalize=client_finalize,
+                             server_update=server_update, privacy=mechanism)
+
+
+def upload_shape(algorithm: FederatedAlgorithm, params):
+  """The abstract upload of one client (shapes and dtypes; nothing is computed)."""
+  from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo  # pylint: disable=g-import-not-at-top
+
+  def one(params):
+    info = RoundInfo(round=jnp.int32(0), learning_rate=jnp.float32(0.1),
+                     key=jax.random.key(0))
+    client = ClientInfo(client_id=jnp.int32(0), num_examples=jnp.float32(1),
+                        num_steps=jnp.int32(1), weight=jnp.float32(1))
+    bcast = algorithm.broadcast(algorithm.server_init(params), info)
+    state = algorithm.client_state_init(params)
+    local = algorithm.client_init(bcast, state, client, info)
+    return algorithm.client_finalize(local, bcast, state, client, info)[0]
+  return jax.eval_shape(one, params)
+
+
+# ------------------------------------------------------------------------------ accounting
+def _log_add(a: float, b: float) -> float:
+  hi, lo = max(a, b), min(a, b)
+  return hi if lo == -math.inf else hi + math.log1p(math.exp(lo - hi))
+
+
+def _log_sub(a: float, b: float) -> float:
+  """log(exp(a) - exp(b)) for a >= b."""
+  if b == -math.inf:
+    return a
+  return a + math.log(-math.expm1(b - a)) if a > b else -math.inf
+
+
+def _log_erfc(x: float) -> float:
+  from scipy import special  # pylint: disable=g-import-not-at-top
+  return math.log(2.0) + float(special.log_ndtr(-x * math.sqrt(2.0)))
+
+
+def sgm_rdp(q: float, sigma: float, order: float) -> float:
+  """RDP at `order` of one Poisson-subsampled Gaussian mechanism (rate `q`, noise multiplier
+  `sigma`): Mironov, Talwar & Zhang 2019, Section 3.3, the series for fractional orders summed
+  until its terms fall below exp(-30), in log space. The computation DP-FedSAM's
+  eps_computer.py (`_compute_log_a_frac`, vendored from Opacus) does; dp-accounting's own
+  version stops after 1000 terms and drops the orders near 1 for which that is not enough."""
+  from scipy import special  # pylint: disable=g-import-not-at-top
+  if q == 0:
+    return 0.0
+  if q == 1.0:
+    return order / (2 * sigma ** 2)
+  log_a0 = log_a1 = -math.inf
+  z0 = sigma ** 2 * math.log(1 / q - 1) + 0.5
+  i = 0
+  while True:
+    coef = special.binom(order, i)
+    log_coef = math.log(abs(coef))
+    j = order - i
+    log_s0 = (log_coef + i * math.log(q) + j * math.log(1 - q) + (i * i - i) / (2 * sigma ** 2)
+              + math.log(0.5) + _log_erfc((i - z0) / (math.sqrt(2) * sigma)))
+    log_s1 = (log_coef + j * math.log(q) + i * math.log(1 - q) + (j * j - j) / (2 * sigma ** 2)
+              + math.log(0.5) + _log_erfc((z0 - j) / (math.sqrt(2) * sigma)))
+    if coef > 0:
+      log_a0, log_a1 = _log_add(log_a0, log_s0), _log_add(log_a1, log_s1)
+    else:
+      log_a0, log_a1 = _log_sub(log_a0, log_s0), _log_sub(log_a1, log_s1)
+    i += 1
+    if max(log_s0, log_s1) < -30:
+      break
+  return _log_add(log_a0, log_a1) / (order - 1)
+
+
+def dpfedsam_epsilon(noise_multiplier: float, steps: int, sampling_rate: float, delta: float,
+                     orders=None) -> tuple[float, float]:
+  """DP-FedSAM's own accountant (eps_computer.py L223-319 at YMJS-Irfan/DP-FedSAM@016bd7f):
+  the RDP of `steps` Poisson-subsampled Gaussian mechanisms (`sgm_rdp`) at the orders
+  `arange(1.01, 100, 0.05)`, converted to (epsilon, delta) with Balle et al. 2020, Thm 21:
+
+      eps = min over a of  rdp(a) - (log(delta) + log(a)) / (a - 1) + log((a - 1) / a)
+
+  Returns (epsilon, the best order)."""
+  orders = np.arange(1.01, 100.0, 0.05) if orders is None else np.asarray(orders, float)
+  rdp = np.array([steps * sgm_rdp(sampling_rate, noise_multiplier, float(a)) for a in orders])
+  eps = rdp - (np.log(delta) + np.log(orders)) / (orders - 1) + np.log((orders - 1) / orders)
+  best = int(np.nanargmin(eps))
+  return float(eps[best]), float(orders[best])
+
+
+def dpfedsam_moments_bound(noise_multiplier: float, steps: int, sampling_rate: float,
+                           delta: float) -> float:
+  """The closed form eps_computer.py also prints: 2 q sqrt(T log2(1/delta)) / sigma (log2 as
+  in the script, L322-327)."""
+  return 2 * sampling_rate * math.sqrt(steps * math.log2(1 / delta)) / noise_multiplier
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountingSetting:
+  """What the accountant needs: the mechanism's noise multiplier relative to the clipped
+  upload's sensitivity, the cohort sampling and the releases per round."""
+  noise_multiplier: float       # sigma of the mechanism
+  cohort: int                   # m, clients per round
+  population: int               # M, all clients
+  delta: float
+  accountant: str = "rdp"
+  sensitivity: float = 1.0      # in units of C: 1 ('global'), sqrt(L) ('per_tensor')
+  steps_per_round: int = 1      # the algorithm's exchanges per round
+
+  def __post_init__(self):
+    if self.accountant not in ACCOUNTANTS:
+      raise ConfigError(f"dp.accountant={self.accountant!r} is not one of {list(ACCOUNTANTS)}")
+    if not 0 < self.delta < 1:
+      raise ConfigError(f"dp.delta must be in (0, 1), got {self.delta}")
+    if not 1 <= self.cohort <= self.population:
+      raise ValueError(f"cohort {self.cohort} not in [1, {self.population}]")
+
+  @property
+  def sampling_rate(self) -> float:
+    return self.cohort / self.population
+
+  def event(self, rounds: int, noise_multiplier: float | None = None):
+    """The dp-accounting event of `rounds` rounds."""
+    import dp_accounting  # pylint: disable=g-import-not-at-top
+    sigma = self.noise_multiplier if noise_multiplier is None else noise_multiplier
+    steps = int(rounds) * self.steps_per_round
+    if self.accountant == "rdp":   # replace-one: the sum moves by up to 2 C s
+      one = dp_accounting.SampledWithoutReplacementDpEvent(
+          self.population, self.cohort,
+          dp_accounting.GaussianDpEvent(sigma / (2 * self.sensitivity)))
+    else:
+      one = dp_accounting.PoissonSampledDpEvent(
+          self.sampling_rate, dp_accounting.GaussianDpEvent(sigma / self.sensitivity))
+    return dp_accounting.SelfComposedDpEvent(one, steps)
+
+  def fresh_accountant(self):
+    import dp_accounting  # pylint: disable=g-import-not-at-top
+    relation = dp_accounting.NeighboringRelation
+    if self.accountant == "rdp":
+      return dp_accounting.rdp.RdpAccountant(neighboring_relation=relation.REPLACE_ONE)
+    if self.accountant == "rdp_poisson":
+      return dp_accounting.rdp.RdpAccountant()
+    return dp_accounting.pld.PLDAccountant()
+
+  def epsilon(self, rounds: int, noise_multiplier: float | None = None) -> float:
+    """epsilon(delta) after `rounds` rounds (inf without noise)."""
+    sigma = self.noise_multiplier if noise_multiplier is None else noise_multiplier
+    if rounds <= 0:
+      return 0.0
+    if sigma <= 0:
+      return math.inf
+    return _epsilon(self, int(rounds), float(sigma))
+
+  def solve_noise_multiplier(self, target_epsilon: float, rounds: int) -> float:
+    """The smallest noise multiplier whose epsilon(delta) after `rounds` rounds is at most
+    `target_epsilon` (dp-accounting's bisection, `calibrate_dp_mechanism`, to 1e-4)."""
+    import dp_accounting  # pylint: disable=g-import-not-at-top
+    return float(dp_accounting.calibrate_dp_mechanism(
+        self.fresh_accountant, lambda sigma: self.event(rounds, sigma), float(target_epsilon),
+        self.delta, dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))
+
+
+@functools.lru_cache(maxsize=4096)
+def _epsilon(setting: AccountingSetting, rounds: int, sigma: float) -> float:
+  accountant = setting.fresh_accountant()
+  accountant.compose(setting.event(rounds, sigma))
+  return float(accountant.get_epsilon(setting.delta))
+
+
+def accounting_setting(algorithm: FederatedAlgorithm, params, cohort: int, population: int,
+                       delta: float, accountant: str = "rdp") -> AccountingSetting | None:
+  """The accounting of `algorithm`'s DP mechanism (None without one)."""
+  mechanism = algorithm.privacy
+  if mechanism is None:
+    return None
+  sensitivity = 1.0
+  if mechanism.clip == "per_tensor":
+    sensitivity = math.sqrt(num_tensors(upload_shape(algorithm, params)))
+  return AccountingSetting(noise_multiplier=mechanism.noise_multiplier, cohort=int(cohort),
+                           population=int(population), delta=float(delta),
+                           accountant=accountant, sensitivity=sensitivity,
+                           steps_per_round=int(algorithm.exchanges))
+
+
+def describe(setting: AccountingSetting) -> dict[str, Any]:
+  """The accounting's parameters, for summaries and logs."""
+  return {"delta": setting.delta, "noise_multiplier": setting.noise_multiplier,
+          "accountant": setting.accountant, "sampling_rate": setting.sampling_rate,
+          "sensitivity": setting.sensitivity, "steps_per_round": setting.steps_per_round}
