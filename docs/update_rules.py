@@ -76,6 +76,37 @@ $\Delta_m = w^t - w_{m,K_m}$ and server as FedAvg:
 $w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\eta_t$, $p_m$,
 $\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
 """,
+    "dp_fedsam": r"""
+[FedASAM](fedasam.md) (or [FedSAM](fedsam.md) with `adaptive=False`) whose uploads are clipped
+and noised ([client-level differential privacy](../privacy.md)). On each batch $\xi$ client $m$
+takes the ASAM step with $T = \lvert w_{m,k} \rvert$ on every tensor, biases included (the
+authors' code):
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad
+e = \rho\, \frac{w_{m,k} \odot w_{m,k} \odot g}{\lVert \lvert w_{m,k} \rvert \odot g \rVert + 10^{-12}}\\
+w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
+\end{aligned}
+$$
+
+($e = \rho\, g / (\lVert g \rVert + 10^{-12})$ with `adaptive=False`). After $K_m$ steps it
+clips every tensor $l$ of $\Delta_m = w^t - w_{m,K_m}$ and adds its own noise:
+
+$$
+\tilde\Delta_{m,l} = \Delta_{m,l} \min\Big(1, \frac{C}{\lVert \Delta_{m,l} \rVert}\Big)
++ z_{m,l}, \qquad z_{m,l} \sim \mathcal{N}\Big(0, \frac{\sigma^2 C^2}{m} I\Big)
+$$
+
+and uploads $\tilde\Delta_m$. The server averages uniformly: $w^{t+1} = w^t - \frac{1}{m}
+\sum_{m' \in N_t} \tilde\Delta_{m'}$.
+
+$m = \lvert N_t \rvert$ (`clients_per_round`); $C$ = `clip_norm` (0.2), $\sigma$ =
+`noise_multiplier` (0.95), $\rho$ = `rho` (0.5); `clip='global'` clips $\Delta_m$ as one vector,
+`noise='server'` adds one $z \sim \mathcal{N}(0, \sigma^2 C^2 I)$ to the sum instead.
+$\mathrm{opt}$: SGD with momentum 0.5 and weight decay $5 \cdot 10^{-4}$ (the code's), reset
+every round.
+""",
     # ------------------------------------------------------------------------------- fed_prox.py
     "fedprox": r"""
 Client $m$ starts from $w_{m,0} = w^t$ with a fresh optimiser, keeps $w^t$ as the proximal

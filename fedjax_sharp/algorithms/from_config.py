@@ -28,7 +28,9 @@ def resolve_momentum(config, block=None, own_momentum: float | None = None) -> f
 def client_optimizer_from_config(config, *, block=None, own_momentum: float | None = None,
                                  gradient: str | None = None, rho=None,
                                  eta: float | None = None,
-                                 owner: str | None = None) -> ClientOptimizer:
+                                 owner: str | None = None,
+                                 own_weight_decay: float | None = None,
+                                 asam_biases: bool = False) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
   `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
 
@@ -36,6 +38,8 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
   `eta`); `local.optimizer` must then be left at 'sgd', otherwise the two settings would
   silently disagree, and the error says so. `owner` names the algorithm in that error.
+  `own_weight_decay`: the weight decay an algorithm fixes (DP-FedSAM's 5e-4), used instead of
+  `local.weight_decay`; `asam_biases`: ASAM scales biases too (`ClientOptimizer`).
   """
   local = config.local
   requested = str(local.get("optimizer", "sgd"))
@@ -50,10 +54,11 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
     gradient = requested
     rho = float(local.get("rho", 0.05)) if rho is None else rho
     eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
+  weight_decay = local.weight_decay if own_weight_decay is None else own_weight_decay
   tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
-                 weight_decay=float(local.weight_decay))
+                 weight_decay=float(weight_decay))
   return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
-                         eta=0.0 if eta is None else float(eta))
+                         eta=0.0 if eta is None else float(eta), asam_biases=bool(asam_biases))
 
 
 def server_optimizer_from_config(config) -> optax.GradientTransformation:

@@ -59,11 +59,14 @@ class ClientOptimizer:
       radius is a hyperparameter as data (`hparams`, key 'rho'): the round's value is
       `round_info.hparams['rho']` when the algorithm lists it (a sweep's lane), else `rho`.
     eta: ASAM's `T = |w| + eta`.
+    asam_biases: ASAM scales biases too (`T = |w| + eta` on every tensor; DP-FedSAM's code);
+      False: `T = 1` on biases (the official ASAM code).
   """
   tx: optax.GradientTransformation
   gradient: str = "sgd"
   rho: Union[float, Schedule] = 0.0
   eta: float = 0.0
+  asam_biases: bool = False
 
   def __post_init__(self):
     if self.gradient not in sam.GRADIENTS:
@@ -108,7 +111,7 @@ class ClientOptimizer:
     value, _, perturbed = sam.sam_value_and_grad(
         loss_fn, params, *args, rho=self.rho_at(round_idx, round_info),
         adaptive=self.gradient == "asam",
-        eta=self.eta)
+        eta=self.eta, scale_biases=self.asam_biases)
     return value, perturbed
 
 

@@ -44,10 +44,12 @@ def _is_bias(path) -> bool:
   return getattr(last, "key", getattr(last, "name", None)) == "bias"
 
 
-def asam_perturbation(grads, params, rho, eta: float):
-  """ASAM: `rho * T^2 g / (||T g|| + eps)` with `T = |w| + eta` elementwise (1 on biases)."""
+def asam_perturbation(grads, params, rho, eta: float, scale_biases: bool = False):
+  """ASAM: `rho * T^2 g / (||T g|| + eps)` with `T = |w| + eta` elementwise (1 on biases, or
+  `|w| + eta` there too with `scale_biases`: DP-FedSAM's sam.py L50-60 scales every tensor)."""
   t = jax.tree_util.tree_map_with_path(
-      lambda path, w: jnp.ones_like(w) if _is_bias(path) else jnp.abs(w) + eta, params)
+      lambda path, w: (jnp.ones_like(w) if _is_bias(path) and not scale_biases
+                       else jnp.abs(w) + eta), params)
   tg = jax.tree.map(jnp.multiply, t, grads)
   return tree.scale(rho / (tree.global_norm(tg) + tree.NORM_EPS),
                     jax.tree.map(jnp.multiply, t, tg))
@@ -55,7 +57,7 @@ def asam_perturbation(grads, params, rho, eta: float):
 
 def sam_value_and_grad(loss_fn: Callable[..., tuple[jax.Array, Any]], params, *args, rho,
                        adaptive: bool = False, eta: float = 0.0, direction=None,
-                       normalize: bool = True):
+                       normalize: bool = True, scale_biases: bool = False):
   """Two passes of SAM/ASAM on the same arguments.
 
   Args:
@@ -68,6 +70,7 @@ def sam_value_and_grad(loss_fn: Callable[..., tuple[jax.Array, Any]], params, *a
     direction: perturb along this pytree instead of the gradient at `w`.
     normalize: False gives the unnormalised extra-gradient ascent `e = rho * g` (FedSpeed's
       paper box); ignored when `adaptive`.
+    scale_biases: ASAM's `T = |w| + eta` on biases too (else 1 there).
 
   Returns:
     `((loss, aux), g, g_s)`: value and aux at `w`, the gradient at `w` and the gradient at
@@ -75,7 +78,7 @@ def sam_value_and_grad(loss_fn: Callable[..., tuple[jax.Array, Any]], params, *a
   """
   (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
   if adaptive and direction is None:
-    e = asam_perturbation(grads, params, rho, eta)
+    e = asam_perturbation(grads, params, rho, eta, scale_biases)
   else:
     d = grads if direction is None else direction
     e = perturbation(d, rho) if normalize else tree.scale(rho, d)
