@@ -49,6 +49,7 @@ def main(argv):
   # Before anything touches a JAX device: the mesh then spans every process's devices.
   distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   from fedjax_sharp import data as data_lib
+  from fedjax_sharp.errors import DivergedError
   from fedjax_sharp.training import cli, loop
 
   config = _CONFIG.value
@@ -82,7 +83,12 @@ def main(argv):
     return
   if not _WORKDIR.value:
     logging.warning("no --workdir: nothing will be saved (metrics are only printed)")
-  summary = loop.run(config, _WORKDIR.value)
+  try:
+    summary = loop.run(config, _WORKDIR.value)
+  except DivergedError as e:   # what the run spent is still reported (exit code 3 follows)
+    if distributed.writes_files():
+      _print_privacy(getattr(e, "summary", None) or {})
+    raise
   if not distributed.writes_files():
     return                 # process 0 prints and writes
   print(json.dumps(summary, indent=2, sort_keys=True))
@@ -91,12 +97,18 @@ def main(argv):
         f"{summary[f'final_{metric}']:.4g}; "
         f"mean over the last {n} rounds {summary[f'mean_{metric}_last_{n}']:.4g} "
         f"(+/- {summary[f'std_{metric}_last_{n}']:.4g}); {summary['wall_time_s']:.1f} s")
-  if "dp_epsilon" in summary:   # differential privacy: what the run spent (docs/privacy.md)
-    eps = summary["dp_epsilon"]
-    print(f"differential privacy: epsilon {'inf' if eps is None else format(eps, '.4g')} at "
-          f"delta {summary['dp']['delta']:g} after {summary['completed_rounds']} rounds "
-          f"(noise multiplier {summary['dp']['noise_multiplier']:.4g}, "
-          f"{summary['dp']['accountant']} accountant)")
+  _print_privacy(summary)
+
+
+def _print_privacy(summary: dict) -> None:
+  """Differential privacy: the epsilon the run spent (docs/privacy.md); nothing without DP."""
+  if "dp_epsilon" not in summary:
+    return
+  eps = summary["dp_epsilon"]
+  print(f"differential privacy: epsilon {'inf' if eps is None else format(eps, '.4g')} at "
+        f"delta {summary['dp']['delta']:g} after {summary['completed_rounds']} rounds "
+        f"(noise multiplier {summary['dp']['noise_multiplier']:.4g}, "
+        f"{summary['dp']['accountant']} accountant)", flush=True)
 
 
 if __name__ == "__main__":

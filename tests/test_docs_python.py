@@ -24,6 +24,7 @@ PRELUDE = {
     "docs/library.md": _TINY,
     "docs/adding_an_algorithm.md": "",
     "docs/adding_a_data_source.md": "",
+    "docs/privacy.md": "",
 }
 
 # Blocks not run, by (file, the block's first line), with the reason.

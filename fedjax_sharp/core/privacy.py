@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
 from typing import Any
 
@@ -336,13 +337,33 @@ class AccountingSetting:
     """The smallest noise multiplier whose epsilon(delta) after `rounds` rounds is at most
     `target_epsilon` (dp-accounting's bisection, `calibrate_dp_mechanism`, to 1e-4)."""
     import dp_accounting  # pylint: disable=g-import-not-at-top
+    _quiet_series_warnings()
     return float(dp_accounting.calibrate_dp_mechanism(
         self.fresh_accountant, lambda sigma: self.event(rounds, sigma), float(target_epsilon),
         self.delta, dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))
 
 
+class _DropSeriesWarnings(logging.Filter):
+  """dp-accounting warns, at every call, that its series for orders near 1 did not converge in
+  1000 terms and that it drops those orders (the result stays an upper bound): once is enough."""
+
+  seen = False
+
+  def filter(self, record) -> bool:
+    if "failed to converge" not in record.getMessage():
+      return True
+    first, _DropSeriesWarnings.seen = not _DropSeriesWarnings.seen, True
+    return first
+
+
+@functools.lru_cache(maxsize=1)
+def _quiet_series_warnings() -> None:
+  logging.getLogger("absl").addFilter(_DropSeriesWarnings())
+
+
 @functools.lru_cache(maxsize=4096)
 def _epsilon(setting: AccountingSetting, rounds: int, sigma: float) -> float:
+  _quiet_series_warnings()
   accountant = setting.fresh_accountant()
   accountant.compose(setting.event(rounds, sigma))
   return float(accountant.get_epsilon(setting.delta))

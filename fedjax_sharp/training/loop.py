@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
 
@@ -153,4 +154,7 @@ def _run_locked(config, workdir, checkpoint_workdir, progress, experiment) -> di
       raise
     finally:
       summary = r.close(status)
+      stopped = sys.exc_info()[1]
+      if stopped is not None:   # the caller may still report what the run recorded
+        stopped.summary = summary
   return summary
