@@ -29,8 +29,9 @@ from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
 
-from algo_helpers import (apply_fn, assert_trees_close, assert_trees_equal, init_params, make_problem, override,
-                          run_rounds)
+from test_training import tiny_config
+from algo_helpers import (apply_fn, assert_trees_close, assert_trees_equal, init_params,
+                          make_problem, run_rounds)
 
 SIZES = (6, 9, 5, 8, 7, 3)
 INF = float("inf")
@@ -210,19 +211,8 @@ def test_minimax_algorithms_are_refused():
 
 
 def _tiny(**overrides):
-  c = config_lib.base_config()
-  c.name = "tiny_dp"
-  c.data.num_clients = 6
-  c.clients_per_round = 3
-  c.model.name = "linear"
-  c.local.steps = 2
-  c.local.batch_size = 16
-  c.local.lr = 0.1
-  c.rounds = 3
-  c.eval.last_n = 2
-  c.engine.client_strategy = "vmap"
-  c.engine.local_loop = "rolled"
-  return override(c, **overrides)
+  """tests/test_training.py's tiny run (digits, 6 clients, 3 per round, a linear model)."""
+  return tiny_config(name="tiny_dp", **overrides)
 
 
 @pytest.mark.parametrize("overrides,field", [
