@@ -234,7 +234,9 @@ class _Timed:
                              getattr(args, "num_classes", 10), fields)
     apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x), self.compute_dtype)
     apply_fn = in_pieces(apply_fn, int(config.engine.micro_batch))  # 'fedavg[engine.micro_batch=16]'
-    # Paper defaults of each block; 'fedavg[dp.enabled=True]' wraps it in the DP mechanism.
+    # Paper defaults of each block; 'fedavg[dp.enabled=True]' wraps it in the DP mechanism
+    # (accounted as full participation of the benchmark's clients).
+    config.clients_per_round = args.clients
     self.algorithm, _ = apply_privacy(config, build_algorithm(config, apply_fn), params,
                                       args.clients)
     rng = np.random.default_rng(0)
