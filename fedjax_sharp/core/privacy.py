@@ -361,12 +361,31 @@ def _quiet_series_warnings() -> None:
   logging.getLogger("absl").addFilter(_DropSeriesWarnings())
 
 
+@functools.lru_cache(maxsize=64)
+def _one_round(setting: AccountingSetting, sigma: float):
+  """One round's privacy loss, computed once: RDP (orders, rdp) or the PLD."""
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  _quiet_series_warnings()
+  if setting.accountant == "pld_poisson":   # as dp-accounting's PLDAccountant builds it
+    return dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=sigma / setting.sensitivity, value_discretization_interval=1e-4,
+        sampling_prob=setting.sampling_rate).self_compose(setting.steps_per_round)
+  accountant = setting.fresh_accountant()
+  accountant.compose(setting.event(1, sigma))
+  return np.asarray(accountant.orders, float), np.asarray(accountant.rdp, float)
+
+
 @functools.lru_cache(maxsize=4096)
 def _epsilon(setting: AccountingSetting, rounds: int, sigma: float) -> float:
-  _quiet_series_warnings()
-  accountant = setting.fresh_accountant()
-  accountant.compose(setting.event(rounds, sigma))
-  return float(accountant.get_epsilon(setting.delta))
+  """epsilon(delta) of `rounds` rounds: the RDP of one round times `rounds` (RDP composes
+  additively), or the one-round PLD composed `rounds` times; computed from the round count
+  alone, so a resumed run reports the same values."""
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  one = _one_round(setting, sigma)
+  if setting.accountant == "pld_poisson":
+    return float(one.self_compose(rounds).get_epsilon_for_delta(setting.delta))
+  orders, rdp = one
+  return float(dp_accounting.rdp.compute_epsilon(orders, rounds * rdp, setting.delta)[0])
 
 
 def accounting_setting(algorithm: FederatedAlgorithm, params, cohort: int, population: int,
