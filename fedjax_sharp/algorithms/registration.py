@@ -116,8 +116,8 @@ class Registration:
   def values(self, config) -> dict[str, Any]:
     """The block of `config` (checked) over the declared defaults."""
     declared = self.fields()
-    block = (config.get("algorithm") or {}).get(self.name) or {}
-    given = {k: block[k] for k in block}
+    # A block registered after the config was made is absent: the declared defaults.
+    given = dict(config.algorithm[self.name]) if self.name in config.algorithm else {}
     check(self.prefix, given, declared)
     values = {k: h.default for k, h in declared.items()}
     for k, v in given.items():
