@@ -31,7 +31,8 @@ engine's weights (uniform in the code, `torch.mean`; equal with `data.weighting=
 equal client sizes). `K_k` is the client's real step count (the code: `local_epochs * n_0 / B`
 from client 0's size, the same when clients are equal). Clipping uses optax's
 `clip_by_global_norm` (`G max/||G||` above the bound; torch's `clip_grad_norm_` divides by
-`||G|| + 1e-6`).
+`||G|| + 1e-6`). Cohorts are the engine's (fixed size, uniform without replacement); the code
+draws each client with probability `active_ratio` (server.py L66-76), so its cohort size varies.
 
 Sources. Code: `Huang-Yongzhi/NeurlPS_FedWMSAM` @ a922a1d5c485e446722c6e82a845f3e77f22f3a4:
 `client/fedwmsam.py` L9-46 (loss `alpha CE + (1-alpha) <w, m_k>`, its gradient
