@@ -536,6 +536,48 @@ Before its first participation $e_m$ is the first $w^t$ it receives (`v2_ema_ini
 (0.5); $\gamma$, $\tau$, $\beta$ and the options as for FedGMT. $\eta_t$, $p_m$, $\mathrm{opt}$:
 as for [FedAvg](fedavg.md).
 """,
+    # ------------------------------------------------------------------------------ fed_wmsam.py
+    "fedwmsam": r"""
+Server state: $x^r$, the momentum $\Delta$ in gradient units, the global control $c$, the weight
+$\alpha_r$ ($\alpha_0$ = `alpha`, 0.1) and a control $c_k$ per client (all vectors 0 at start).
+Client $k \in N_r$ receives $x^r$ and its personalized momentum, starts from
+$x_{k,0} = t_{k,0} = x^r$ with a fresh optimiser and, on each batch $\xi$ (one backward pass):
+
+$$
+\begin{aligned}
+m_k &= \Delta + \frac{\alpha_r}{1 - \alpha_r}\, (c - c_k)\\
+\delta_b &= t_{k,b} - x_{k,b}, \qquad
+e_b = \rho\, \frac{\delta_b}{\lVert \delta_b \rVert + 10^{-7}}\\
+G &= \mathrm{clip}_{C}\big(\alpha_r\, \nabla f_k(x_{k,b} + e_b; \xi) + (1 - \alpha_r)\, m_k\big)\\
+x_{k,b+1} &= x_{k,b} - \eta_r\, \mathrm{opt}(G), \qquad t_{k,b+1} = t_{k,b} + m_k
+\end{aligned}
+$$
+
+It uploads $\Delta_k = x_{k,K_k} - x^r$. The server, with the previous round's $\Delta$
+($v_k = 0$ when $\lVert \Delta_k \rVert \lVert \Delta \rVert = 0$; $M$: all clients):
+
+$$
+\begin{aligned}
+v_k &= \cos(\Delta_k, \Delta) + 1, \qquad
+\alpha_{r+1} = (1 - \lambda)\, \alpha_r + \lambda\, \min\Big(\max\Big(\tfrac{1}{|N_r|}
+\textstyle\sum_{k} v_k,\ 0.1\Big),\ 0.9\Big)\\
+c_k^+ &= c_k - c - \frac{\Delta_k}{K_k\, \eta_r}, \qquad
+c \leftarrow c + \frac{1}{M} \sum_{k \in N_r} (c_k^+ - c_k)\\
+\Delta &\leftarrow \gamma \sum_{k \in N_r} p_k\, \frac{x^r - x_{k,K_k}}{K_k\, \eta_r}, \qquad
+x^{r+1} = \mathrm{ServerOpt}\Big(x^r; \sum_{k \in N_r} p_k\, (x^r - x_{k,K_k})\Big)
+\end{aligned}
+$$
+
+$\rho$ = `rho` (0.1); $\lambda$ = `alpha_smoothing` (0.01; 0 freezes $\alpha$); $\gamma$ =
+`momentum_decay` (0.998); $\mathrm{clip}_C(G) = G \min(1, C / \lVert G \rVert)$ with $C$ =
+`max_grad_norm` (10; 0: none); $\mathrm{opt}$: SGD with momentum `momentum` (0) and weight decay
+`weight_decay` (1e-3), not `local.momentum` / `local.weight_decay`. `variant='paper'` is the
+poster's $e_b$ above; `'code_intended'` is $-e_b$; `'code_exact'` shifts parameter tensor $i$ (of
+$P$, in leaf order) by the scalar $-\rho\, d_i / (\sum_{j<P} |d_j| + 10^{-7})$, $d$ the flattened
+$\delta_b$, as the authors' code does. `control_variates=False` sets $m_k = \Delta$ (FedCM's
+base). $\eta_r$, $p_k$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md) (sgd, lr 1:
+$x^{r+1} = x^r + \sum_k p_k \Delta_k$).
+""",
     # ---------------------------------------------------------- minimax (minimax/algorithms.py)
     "fess_gda": r"""
 Problem $\min_x \max_{y \in Y} f(x, y)$. Server state $(x_t, y_t, z_t)$ with $z_0 = x_0$; $z$

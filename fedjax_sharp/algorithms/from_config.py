@@ -25,11 +25,14 @@ def resolve_momentum(config, own_momentum: float | None = None) -> float:
 
 
 def client_optimizer_from_config(config, *, own_momentum: float | None = None,
+                                 own_weight_decay: float | None = None,
                                  gradient: str | None = None, rho=None,
                                  eta: float | None = None,
                                  owner: str | None = None) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
-  `weight_decay`); the momentum as `resolve_momentum(config, own_momentum)` says.
+  `weight_decay`); the momentum as `resolve_momentum(config, own_momentum)` says. An
+  algorithm whose method fixes the weight decay (FedWMSAM and FedNSAM: 1e-3, FedGF: 4e-4) passes
+  `own_weight_decay` (its block's field), which replaces `local.weight_decay`.
 
   An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
@@ -50,7 +53,8 @@ def client_optimizer_from_config(config, *, own_momentum: float | None = None,
     rho = float(local.rho) if rho is None else rho
     eta = float(local.asam_eta) if eta is None else eta
   tx = local_sgd(momentum=resolve_momentum(config, own_momentum),
-                 weight_decay=float(local.weight_decay))
+                 weight_decay=float(local.weight_decay if own_weight_decay is None
+                                    else own_weight_decay))
   return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
                          eta=0.0 if eta is None else float(eta))
 
