@@ -26,11 +26,15 @@ def resolve_momentum(config, block=None, own_momentum: float | None = None) -> f
 
 
 def client_optimizer_from_config(config, *, block=None, own_momentum: float | None = None,
+                                 own_weight_decay: float | None = None,
                                  gradient: str | None = None, rho=None,
                                  eta: float | None = None,
                                  owner: str | None = None) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
   `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
+  Algorithms whose authors fix the weight decay (FedNSAM 1e-3, FedGF 4e-4) pass
+  `own_weight_decay` (their block's `weight_decay` field), which then replaces
+  `local.weight_decay`.
 
   An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
@@ -51,7 +55,8 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
     rho = float(local.get("rho", 0.05)) if rho is None else rho
     eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
   tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
-                 weight_decay=float(local.weight_decay))
+                 weight_decay=float(local.weight_decay if own_weight_decay is None
+                                    else own_weight_decay))
   return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
                          eta=0.0 if eta is None else float(eta))
 
