@@ -3,8 +3,8 @@ window, the global perturbation), c = 0 as FedSAM, the window on a synthetic seq
 authors' client-optimiser defaults, config checks."""
 from __future__ import annotations
 
-import jax.numpy as jnp
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -1,8 +1,9 @@
 """FedNSAM (Liu, Shang, Tian, Liu, Liu, "FedNSAM: Consistency of Local and Global Flatness for
 Federated Learning", arXiv:2602.23827v1, 2026): global Nesterov momentum with local SAM.
 
-Only the paper's abstract could be read (its algorithm box, hyperparameters and tables could
-not): FedNSAM "introduc[es] global Nesterov momentum into the local update" and "uses the global
+Only the paper's abstract could be read (the stored copies of arxiv.org/abs/2602.23827 and of
+its HTML version reach the abstract and the first lines of the introduction, not the algorithm
+box, the hyperparameters or the tables): FedNSAM "introduc[es] global Nesterov momentum into the local update" and "uses the global
 Nesterov momentum as the direction of local estimation of client global perturbations and
 extrapolation". The rule is therefore the authors' code; the default is their HEAD code, and the
 repositories' other versions are the `variant` option. Sources (spec `new_algorithms.md` C):
