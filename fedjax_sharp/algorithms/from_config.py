@@ -31,10 +31,9 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
                                  eta: float | None = None,
                                  owner: str | None = None) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
-  `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
-  Algorithms whose authors fix the weight decay (FedNSAM 1e-3, FedGF 4e-4) pass
-  `own_weight_decay` (their block's `weight_decay` field), which then replaces
-  `local.weight_decay`.
+  `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says. An
+  algorithm whose method fixes the weight decay (FedWMSAM: 1e-3) passes `own_weight_decay` (its
+  block's field), which replaces `local.weight_decay`.
 
   An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
