@@ -3,7 +3,8 @@ PMLR 235:27037-27071): local SAM steps pulled towards a perturbed global model, 
 that the server adapts to the clients' divergence.
 
 Only the paper's abstract and first page could be read (not Algorithm 1 in its Appendix C nor
-its tables; the proceedings page proceedings.mlr.press/v235/lee24aa.html gives the abstract), so the rule is the authors' code: hwan-sig/Official-FedGF @ 36233b7 (2024-06-21),
+its tables; the proceedings page proceedings.mlr.press/v235/lee24aa.html gives the abstract),
+so the rule is the authors' code: hwan-sig/Official-FedGF @ 36233b7 (2024-06-21),
 `fedlab/contrib/algorithm/fedgf.py` (server L21-70, client L80-135), `minimizers.py`
 (`SAM.ascent_step` L50-69), `fedavg.py` L15-21 (aggregation), `basic_client.py` L119-137
 (spec `new_algorithms.md` Part 2, 1).

@@ -3,12 +3,13 @@ Federated Learning", arXiv:2602.23827v1, 2026): global Nesterov momentum with lo
 
 Only the paper's abstract could be read (the stored copies of arxiv.org/abs/2602.23827 and of
 its HTML version reach the abstract and the first lines of the introduction, not the algorithm
-box, the hyperparameters or the tables): FedNSAM "introduc[es] global Nesterov momentum into the local update" and "uses the global
-Nesterov momentum as the direction of local estimation of client global perturbations and
-extrapolation". The rule is therefore the authors' code; the default is their HEAD code, and the
-repositories' other versions are the `variant` option. Sources (spec `new_algorithms.md` C):
-junkangLiu0/FedSWA @ f725be9 (`main_FedSWA.py`), junkangLiu0/FedNSAM @ c3c9e90
-(`main_FedNSAM.py`, `optimizer/Nesterov.py`) and @ d41b5e6 (`new_NSAM.py`, July 2025).
+box, the hyperparameters or the tables): FedNSAM "introduc[es] global Nesterov momentum into the
+local update" and "uses the global Nesterov momentum as the direction of local estimation of
+client global perturbations and extrapolation". The rule is therefore the authors' code; the
+default is their HEAD code, and the repositories' other versions are the `variant` option.
+Sources (spec `new_algorithms.md` C): junkangLiu0/FedSWA @ f725be9 (`main_FedSWA.py`),
+junkangLiu0/FedNSAM @ c3c9e90 (`main_FedNSAM.py`, `optimizer/Nesterov.py`) and @ d41b5e6
+(`new_NSAM.py`, July 2025).
 
 Server state: `w` and the server momentum `m` (`m^0 = 0`). Client state: none.
 
@@ -66,10 +67,10 @@ rate (HEAD: cosine `0.5 eta_0 (1 + cos(pi t / T))` over T = 301 rounds, eta_0 = 
 100 clients, uniform weights. The code averages BatchNorm running statistics with everything
 else; here only the parameters are averaged.
 
-Reductions (tested): `rho = 0`, `gamma = 0` and `clip_norm = 0` (FedAvg has no clipping) is
-FedAvg with the same client optimiser exactly; round 0 (m = 0) is a FedSAM round. Communication: n1/n2 1 down (w_hat), 1 up;
-n3/n4 2 down (w, m), 1 up. Client compute: two forward/backward passes per step (n1/n2),
-one (n3/n4).
+Reductions (tested): `rho = 0`, `gamma = 0` and `clip_norm = 0` (FedAvg has no clipping) is FedAvg
+with the same client optimiser exactly; round 0 (m = 0) is a FedSAM round. Communication: n1/n2 1
+down (w_hat), 1 up; n3/n4 2 down (w, m), 1 up. Client compute: two forward/backward passes per step
+(n1/n2), one (n3/n4).
 """
 from __future__ import annotations
 
