@@ -567,6 +567,117 @@ Before its first participation $e_m$ is the first $w^t$ it receives (`v2_ema_ini
 (0.5); $\gamma$, $\tau$, $\beta$ and the options as for FedGMT. $\eta_t$, $p_m$, $\mathrm{opt}$:
 as for [FedAvg](fedavg.md).
 """,
+    # ------------------------------------------------------------------------------ fed_wmsam.py
+    "fedwmsam": r"""
+Server state: $x^r$, the momentum $\Delta$ in gradient units, the global control $c$, the weight
+$\alpha_r$ ($\alpha_0$ = `alpha`, 0.1) and a control $c_k$ per client (all vectors 0 at start).
+Client $k \in N_r$ receives $x^r$ and its personalized momentum, starts from
+$x_{k,0} = t_{k,0} = x^r$ with a fresh optimiser and, on each batch $\xi$ (one backward pass):
+
+$$
+\begin{aligned}
+m_k &= \Delta + \frac{\alpha_r}{1 - \alpha_r}\, (c - c_k)\\
+\delta_b &= t_{k,b} - x_{k,b}, \qquad
+e_b = \rho\, \frac{\delta_b}{\lVert \delta_b \rVert + 10^{-7}}\\
+G &= \mathrm{clip}_{C}\big(\alpha_r\, \nabla f_k(x_{k,b} + e_b; \xi) + (1 - \alpha_r)\, m_k\big)\\
+x_{k,b+1} &= x_{k,b} - \eta_r\, \mathrm{opt}(G), \qquad t_{k,b+1} = t_{k,b} + m_k
+\end{aligned}
+$$
+
+It uploads $\Delta_k = x_{k,K_k} - x^r$. The server, with the previous round's $\Delta$
+($v_k = 0$ when $\lVert \Delta_k \rVert \lVert \Delta \rVert = 0$; $M$: all clients):
+
+$$
+\begin{aligned}
+v_k &= \cos(\Delta_k, \Delta) + 1, \qquad
+\alpha_{r+1} = (1 - \lambda)\, \alpha_r + \lambda\, \min\Big(\max\Big(\tfrac{1}{|N_r|}
+\textstyle\sum_{k} v_k,\ 0.1\Big),\ 0.9\Big)\\
+c_k^+ &= c_k - c - \frac{\Delta_k}{K_k\, \eta_r}, \qquad
+c \leftarrow c + \frac{1}{M} \sum_{k \in N_r} (c_k^+ - c_k)\\
+\Delta &\leftarrow \gamma \sum_{k \in N_r} p_k\, \frac{x^r - x_{k,K_k}}{K_k\, \eta_r}, \qquad
+x^{r+1} = \mathrm{ServerOpt}\Big(x^r; \sum_{k \in N_r} p_k\, (x^r - x_{k,K_k})\Big)
+\end{aligned}
+$$
+
+$\rho$ = `rho` (0.1); $\lambda$ = `alpha_smoothing` (0.01; 0 freezes $\alpha$); $\gamma$ =
+`momentum_decay` (0.998); $\mathrm{clip}_C(G) = G \min(1, C / \lVert G \rVert)$ with $C$ =
+`max_grad_norm` (10; 0: none); $\mathrm{opt}$: SGD with momentum `momentum` (0) and weight decay
+`weight_decay` (1e-3), not `local.momentum` / `local.weight_decay`. `variant='paper'` is the
+poster's $e_b$ above; `'code_intended'` is $-e_b$; `'code_exact'` shifts parameter tensor $i$ (of
+$P$, in leaf order) by the scalar $-\rho\, d_i / (\sum_{j<P} |d_j| + 10^{-7})$, $d$ the flattened
+$\delta_b$, as the authors' code does. `control_variates=False` sets $m_k = \Delta$ (FedCM's
+base). $\eta_r$, $p_k$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md) (sgd, lr 1:
+$x^{r+1} = x^r + \sum_k p_k \Delta_k$).
+""",
+    # --------------------------------------------------------------------------------- fed_gf.py
+    "fedgf": r"""
+Server state: $w^t$, the perturbed global model $\tilde w^t$, the weight $c$ ($c = 0$ at the
+start) and a window of the last $W$ divergence flags. The server sends $(w^t, \tilde w^t, c)$.
+Client $m$ starts from $w_{m,0} = w^t$ with a fresh optimiser; on each batch $\xi$ (the same
+batch for both passes):
+
+$$
+\begin{aligned}
+g &= \nabla f_m(w_{m,k}; \xi), \qquad
+w_a = w_{m,k} + \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+w_p &= c\, \tilde w^t + (1 - c)\, w_a, \qquad
+w_{m,k+1} = w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_p; \xi)\big)
+\end{aligned}
+$$
+
+It keeps nothing and uploads $\Delta_m = w^t - w_{m,K_m}$. Server, in this order:
+
+$$
+\begin{aligned}
+D_t &= \frac{1}{\lvert N_t \rvert} \sum_{m \in N_t} \lVert \Delta_m \rVert, \qquad
+c = \frac{1}{L} \sum_{s = t - L + 1}^{t} \mathbf{1}[D_s > T_D], \quad L = \min(t + 1, W)\\
+\Delta &= \sum_{m \in N_t} p_m \Delta_m, \qquad w^{t+1} = w^t - \Delta, \qquad
+\tilde w^{t+1} = w^{t+1} + \rho_g\, \frac{\Delta}{\lVert \Delta \rVert + 10^{-12}}
+\end{aligned}
+$$
+
+The new $c$ is used in round $t + 1$; round 0 ($c = 0$) is a FedSAM round. $\rho$ = `rho`
+(0.05), $\rho_g$ = `g_rho` (None: $\rho$), $T_D$ = `T_D` (0.2), $W$ = `W` (30). $c = 0$
+($T_D$ above every divergence) is [FedSAM](fedsam.md) exactly. $\mathrm{opt}$: SGD with
+momentum `momentum` (0) and weight decay `weight_decay` ($4 \cdot 10^{-4}$); $p_m$: as for
+[FedAvg](fedavg.md).
+""",
+    # ------------------------------------------------------------------------------- fed_nsam.py
+    "fednsam": r"""
+Server state: $w^t$ and the momentum $m^t$ ($m^0 = 0$). Variant `n2` (default, the authors'
+HEAD code): the server sends $\hat w^t = w^t + \gamma\, m^t$; client $m$ starts from
+$y_0 = \hat w^t$ with a fresh optimiser and on each batch $\xi$ takes a SAM step with a
+clipped gradient:
+
+$$
+\begin{aligned}
+g &= \nabla f_m(y_k; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+y_{k+1} &= y_k - \eta_t\, \mathrm{opt}\Big(\mathrm{clip}_C\big(\nabla f_m(y_k + e; \xi)\big)\Big)
+\end{aligned}
+$$
+
+It keeps nothing and uploads $\Delta_m = y_{K_m} - \hat w^t$. Server:
+
+$$
+\Delta = \sum_{m \in N_t} p_m \Delta_m, \qquad m^{t+1} = \gamma\, m^t + \Delta, \qquad
+w^{t+1} = w^t + m^{t+1}
+$$
+
+Variant `n1`: $m^{t+1} = (1 + \gamma)\, \Delta$ for $t \ge 1$ ($m^1 = \Delta$). Variants `n3`
+and `n4`: the server sends $(w^t, m^t)$, $y_0 = w^t$, every step uses the gradient at a point
+fixed by the momentum, with no SAM ascent and no clipping,
+
+$$
+y_{k+1} = y_k - \eta_t\, \mathrm{opt}\big(\nabla f_m(y_k + \gamma\, m^t
+- \beta\, \rho\, \tfrac{m^t}{\lVert m^t \rVert + 10^{-7}}; \xi)\big)
+$$
+
+with $\beta = 0$ (`n3`) or $\beta = 1$ (`n4`); they upload $y_{K_m} - w^t$ and use `n2`'s server.
+$\rho$ = `rho` (0.05), $\gamma$ = `gamma` (0.85); $\mathrm{clip}_C(v) = v \min(1, C / \lVert v \rVert)$,
+$C$ = `clip_norm` (None: 10 for `n1`/`n2`, off for `n3`/`n4`). $\mathrm{opt}$: SGD with momentum
+`momentum` (0) and weight decay `weight_decay` ($10^{-3}$). $\rho = \gamma = 0$ with
+`clip_norm` = 0 is [FedAvg](fedavg.md) exactly; $p_m$: as for FedAvg.
+""",
     # ---------------------------------------------------------- minimax (minimax/algorithms.py)
     "fess_gda": r"""
 Problem $\min_x \max_{y \in Y} f(x, y)$. Server state $(x_t, y_t, z_t)$ with $z_0 = x_0$; $z$

@@ -106,21 +106,39 @@ def _check_rows(stdout):
 
 def test_accelerator_check_small_runs_every_algorithm():
   """The backend smoke check CI runs: every registered algorithm (classification and minimax)
-  x every strategy for 2 rounds with buffer donation on, each row OK."""
+  under the backend's 'auto' strategy and under 'map' (the GPU default) for 2 rounds with buffer
+  donation on, each row OK. The other client strategies run every algorithm in
+  tests/test_algorithm_invariants.py (vmap, chunked_vmap, host, unrolled: the same rounds) and
+  tests/test_minimax.py (every minimax algorithm across strategies); `--check` without
+  `--strategies` (all four) is what a GPU session runs."""
   from fedjax_sharp.algorithms.registry import ALGORITHMS
   from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
   proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
-                         "--check", "--small"], env=dict(os.environ, PYTHONPATH=ROOT),
+                         "--check", "--small", "--strategies=auto,map"],
+                        env=dict(os.environ, PYTHONPATH=ROOT),
                         capture_output=True, text=True, timeout=900)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "RoundEngine(donate=True)" in proc.stdout
   rows = _check_rows(proc.stdout)
-  strategies = sorted({s for _, s in rows})   # 'auto (...)' and the 3 other client strategies
-  assert len(strategies) == 4 and sum(s.startswith("auto (") for s in strategies) == 1, strategies
+  strategies = sorted({s for _, s in rows})   # 'auto (host/unrolled)' and 'map/rolled'
+  assert strategies == ["auto (host/unrolled)", "map/rolled"], strategies
   for name in [*ALGORITHMS, *MINIMAX_ALGORITHMS]:
     for strategy in strategies:
       assert rows.get((name, strategy)) == "OK", (name, strategy, rows.get((name, strategy)))
   assert f"check: {len(rows)} ok, 0 failed (" in proc.stdout
+
+
+def test_accelerator_check_strategies_default_to_auto_and_every_other_one():
+  """`--check` without `--strategies`: 'auto' (resolved for this backend), then every client
+  strategy it does not resolve to (on a CPU: vmap, map, chunked_vmap)."""
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  try:
+    import accelerator   # pylint: disable=g-import-not-at-top
+  finally:
+    sys.path.pop(0)
+  labels = [label for label, _ in accelerator.check_strategies()]
+  assert labels == ["auto (host/unrolled)", "vmap/rolled", "map/rolled", "chunked_vmap/rolled"]
+  assert [s for _, s in accelerator.check_strategies("auto,map")] == ["auto/auto", "map/rolled"]
 
 
 # FedProx deliberately broken (its local step raises while the round is traced), through the

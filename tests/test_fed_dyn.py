@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 
@@ -13,6 +12,7 @@ from fedjax_sharp.core.dyn import prox_gradient
 from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
+from fedjax_sharp.training import config as config_lib
 
 from algo_helpers import (DIM, LR, MOMENTUM, NUM_CLASSES, WD, apply_fn, assert_trees_close,
                           eager_round, init_params, make_problem, tmap)
@@ -121,8 +121,8 @@ def test_prox_gradients():
 def test_communication_and_builder():
   alg = fed_dyn(apply_fn, common.local_sgd())
   assert (alg.communication.down, alg.communication.up) == (1, 1)
-  cfg = ml_collections.ConfigDict({"algorithm": {"name": "feddyn"},
-                                   "local": {"momentum": 0.9, "weight_decay": 1e-5}})
+  cfg = config_lib.base_config()
+  cfg.algorithm.name, cfg.local.momentum, cfg.local.weight_decay = "feddyn", 0.9, 1e-5
   rng = np.random.default_rng(3)
   batch = {"x": jnp.asarray(rng.normal(size=(6, DIM)), jnp.float32),
            "y": jnp.asarray(rng.integers(0, NUM_CLASSES, 6), jnp.int32),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 import pytest
@@ -21,6 +20,7 @@ from fedjax_sharp.algorithms.fed_gmt import (build_fed_gmt, build_fed_gmt_v2, cl
 from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
+from fedjax_sharp.training import config as config_lib
 
 import algo_helpers
 from algo_helpers import (DIM, MOMENTUM, NUM_CLASSES, WD, apply_fn, assert_trees_close,
@@ -281,8 +281,8 @@ def test_communication_and_builders():
           fed_gmt(apply_fn, opt).communication.up) == (2, 1)
   assert (fed_gmt_v2(apply_fn, opt).communication.down,
           fed_gmt_v2(apply_fn, opt).communication.up) == (1, 1)
-  cfg = ml_collections.ConfigDict({"algorithm": {"name": "fedgmt"},
-                                   "local": {"momentum": 0.9, "weight_decay": 1e-5}})
+  cfg = config_lib.base_config()
+  cfg.algorithm.name, cfg.local.momentum, cfg.local.weight_decay = "fedgmt", 0.9, 1e-5
   rng = np.random.default_rng(12)
   batch = {"x": jnp.asarray(rng.normal(size=(6, DIM)), jnp.float32),
            "y": jnp.asarray(rng.integers(0, NUM_CLASSES, 6), jnp.int32),

@@ -229,13 +229,13 @@ def test_fed_norm_sgda_with_equal_steps_is_fess_gda_p0():
 
 @pytest.mark.parametrize("name", list(mm.MINIMAX_ALGORITHMS))
 def test_every_minimax_algorithm_ignores_padding_and_agrees_across_strategies(name):
-  import ml_collections
+  from fedjax_sharp.training import config as config_lib
   task = tasks.quadratic(hetero_a=0.3)
-  cfg = ml_collections.ConfigDict({
-      "algorithm": {"name": name, name: dict(mm.DEFAULTS[name], **(
-          {"p": 1.0} if name == "fess_gda" else {}), **(
-          {"snapshot_every": 2} if name.endswith("plus") else {}))},
-      "minimax": {"lr_x": 0.02, "lr_y": 0.2}, "task": {"name": "quadratic"}})
+  cfg = config_lib.base_config()
+  cfg.algorithm.name, cfg.task.name = name, "quadratic"
+  cfg.minimax.lr_x, cfg.minimax.lr_y = 0.02, 0.2
+  cfg.algorithm[name].update(dict(**({"p": 1.0} if name == "fess_gda" else {}), **(
+      {"snapshot_every": 2} if name.endswith("plus") else {})))
   alg = mm.build_minimax_algorithm(cfg, task)
   sampler = CohortSampler(task.client_indices, 3, 1, local_steps=3, seed=0, weighting="uniform")
   results = []

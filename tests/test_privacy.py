@@ -52,7 +52,7 @@ ACCEPTING = sorted(n for n in ALGORITHMS
 
 def test_the_accepting_and_refused_lists():
   refused = sorted(set(ALGORITHMS) - set(ACCEPTING))
-  assert refused == ["dp_fedsam", "fedcm", "mofedsam"], refused
+  assert refused == ["dp_fedsam", "fedcm", "fedgf", "fedwmsam", "mofedsam"], refused
   assert {"fedavg", "scaffold", "feddyn", "fedgmt_v2", "mimelite", "fedsmoo"} <= set(ACCEPTING)
 
 
@@ -187,7 +187,7 @@ def test_clip_function():
 
 
 # ------------------------------------------------------------------------------- refusals
-@pytest.mark.parametrize("name", ["fedcm", "mofedsam"])
+@pytest.mark.parametrize("name", ["fedcm", "mofedsam", "fedgf", "fedwmsam"])
 def test_algorithms_dp_cannot_protect_are_refused(name):
   alg = build_algorithm(_config(name), apply_fn)
   with pytest.raises(ConfigError, match=r"^dp\.enabled: algorithm") as e:

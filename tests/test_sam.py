@@ -142,10 +142,10 @@ def test_rho_zero_sam_equals_sgd_bitwise_and_schedules_are_traced():
 def test_client_optimizer_from_config_and_errors():
   c = config_lib.base_config()
   assert resolve_momentum(c) == 0.9                                  # FedGMT default
-  assert resolve_momentum(c, c.algorithm.scaffold, own_momentum=0.0) == 0.0
+  assert resolve_momentum(c, own_momentum=c.algorithm.scaffold.momentum) == 0.0
   c.local.momentum = 0.5
   assert resolve_momentum(c) == 0.5
-  assert resolve_momentum(c, c.algorithm.scaffold, own_momentum=0.0) == 0.0  # block wins
+  assert resolve_momentum(c, own_momentum=c.algorithm.scaffold.momentum) == 0.0  # block wins
   c.local.optimizer = "asam"
   c.local.rho, c.local.asam_eta = 0.7, 0.2
   opt = client_optimizer_from_config(c)

@@ -12,8 +12,9 @@ from fedjax_sharp.core import losses
 from fedjax_sharp.core.optimizers import (ClientOptimizer, as_client_optimizer, local_sgd,
                                           with_learning_rate)
 
-__all__ = ["AnchoredLocalState", "ApplyFn", "ClientOptimizer", "LocalSGDState", "ServerState", "as_client_optimizer",
-           "cross_entropy_loss", "hyperparameters", "init_anchored", "init_local", "local_sgd", "optimizer_step", "server_opt_init", "server_opt_step",
+__all__ = ["AnchoredLocalState", "ApplyFn", "ClientOptimizer", "LocalSGDState", "ServerState",
+           "as_client_optimizer", "cross_entropy_loss", "hyperparameters", "init_anchored",
+           "init_local", "local_sgd", "optimizer_step", "server_opt_init", "server_opt_step",
            "step_metrics", "with_learning_rate"]
 
 ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, x) -> logits

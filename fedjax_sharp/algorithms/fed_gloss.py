@@ -40,7 +40,7 @@ with the same cohort. Exchange 0 sends `w`; clients train (same local step, anch
 dual update) and return updates that only form `D = sum_k p_k (w - w_k)`. Exchange 1 sends
 `w~ = w + rho_s(t) D / ||D||` (the current round's true pseudo-gradient) and runs the FedGloSS
 round above. Communication 2 down / 2 up; FedGloSS 1 / 1.
-Paper settings: BUILD_NOTES.md and configs/fedgloss_table3.py.
+Paper settings: docs/reproducing.md and configs/fedgloss_table3.py.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ spec), then `s = rho * sum_m p_m s_m / ||sum_m p_m s_m||`.
 
 Defaults: beta = 10 (alpha = 0.1; FedGMT Table 7), rho = 0.05 (5 x lr). Cost: 2 backward passes
 per step. Never reproduced: the per-layer slicing bug of FL-Simulator's `mu_m`/`s` between its
-commits 653ebb5 and 502bec6 (BUILD_NOTES.md).
+commits 653ebb5 and 502bec6.
 """
 from __future__ import annotations
 

@@ -13,36 +13,37 @@ DEFAULT_MOMENTUM = 0.9  # the FedGMT paper's common setting
 SERVER_DEFAULTS = dict(optimizer="sgd", lr=1.0, momentum=0.0)
 
 
-def resolve_momentum(config, block=None, own_momentum: float | None = None) -> float:
+def resolve_momentum(config, own_momentum: float | None = None) -> float:
   """Client momentum. Algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
-  MimeLite: 0) pass `own_momentum` (their block's `momentum` field, or its default with the
-  `block`), so the FedGMT setting's 0.9 never leaks into them; the others use
-  `config.local.momentum`, and 0.9 (the FedGMT paper's) when that is None."""
+  MimeLite: 0) pass `own_momentum` (their block's `momentum` field), so the FedGMT setting's 0.9
+  never leaks into them; the others use `config.local.momentum`, and 0.9 (the FedGMT paper's)
+  when that is None."""
   if own_momentum is not None:
-    value = (block or {}).get("momentum", None)
-    return float(own_momentum if value is None else value)
+    return float(own_momentum)
   momentum = config.local.momentum
   return float(DEFAULT_MOMENTUM if momentum is None else momentum)
 
 
-def client_optimizer_from_config(config, *, block=None, own_momentum: float | None = None,
+def client_optimizer_from_config(config, *, own_momentum: float | None = None,
+                                 own_weight_decay: float | None = None,
                                  gradient: str | None = None, rho=None,
                                  eta: float | None = None,
                                  owner: str | None = None,
-                                 own_weight_decay: float | None = None,
                                  asam_biases: bool = False) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
-  `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
+  `weight_decay`); the momentum as `resolve_momentum(config, own_momentum)` says. An
+  algorithm whose method fixes the weight decay (FedWMSAM and FedNSAM: 1e-3, FedGF: 4e-4,
+  DP-FedSAM: 5e-4) passes `own_weight_decay` (its block's field), which replaces
+  `local.weight_decay`.
 
   An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
   `eta`); `local.optimizer` must then be left at 'sgd', otherwise the two settings would
   silently disagree, and the error says so. `owner` names the algorithm in that error.
-  `own_weight_decay`: the weight decay an algorithm fixes (DP-FedSAM's 5e-4), used instead of
-  `local.weight_decay`; `asam_biases`: ASAM scales biases too (`ClientOptimizer`).
+  `asam_biases`: ASAM scales biases too (`ClientOptimizer`; DP-FedSAM's code).
   """
   local = config.local
-  requested = str(local.get("optimizer", "sgd"))
+  requested = str(local.optimizer)
   if requested not in sam.GRADIENTS:
     raise ValueError(f"local.optimizer={requested!r} is not one of {list(sam.GRADIENTS)}")
   if gradient is not None and requested != "sgd":
@@ -52,11 +53,11 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
                      f"which {own}: leave local.optimizer='sgd'")
   if gradient is None:
     gradient = requested
-    rho = float(local.get("rho", 0.05)) if rho is None else rho
-    eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
-  weight_decay = local.weight_decay if own_weight_decay is None else own_weight_decay
-  tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
-                 weight_decay=float(weight_decay))
+    rho = float(local.rho) if rho is None else rho
+    eta = float(local.asam_eta) if eta is None else eta
+  tx = local_sgd(momentum=resolve_momentum(config, own_momentum),
+                 weight_decay=float(local.weight_decay if own_weight_decay is None
+                                    else own_weight_decay))
   return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
                          eta=0.0 if eta is None else float(eta), asam_biases=bool(asam_biases))
 
@@ -68,6 +69,5 @@ def server_optimizer_from_config(config) -> optax.GradientTransformation:
 
 def server_overrides(config) -> list[str]:
   """`server.<field>=value` for every field of `config.server` not at its default."""
-  server = config.get("server") or {}
-  return [f"server.{k}={server[k]!r}" for k, v in SERVER_DEFAULTS.items()
-          if k in server and server[k] != v]
+  return [f"server.{k}={config.server[k]!r}" for k, v in SERVER_DEFAULTS.items()
+          if config.server[k] != v]

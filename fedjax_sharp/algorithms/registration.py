@@ -41,6 +41,10 @@ from fedjax_sharp.errors import ConfigError
 # MimeLite: 0), so the FedGMT setting's local.momentum = 0.9 never leaks into them.
 OwnMomentum = Annotated[float, Field("[0, 1)", "client momentum (the paper's; local.momentum is "
                                      "not used)")]
+# The client weight decay of algorithms whose authors fix it (FedNSAM 1e-3, FedGF 4e-4; each
+# factory's client function gives its own default), so local.weight_decay never leaks into them.
+OwnWeightDecay = Annotated[float, Field(">= 0", "client weight decay, coupled (the authors'; "
+                                        "local.weight_decay is not used)")]
 
 
 class client_optimizers:  # pylint: disable=invalid-name
@@ -119,8 +123,8 @@ class Registration:
   def values(self, config) -> dict[str, Any]:
     """The block of `config` (checked) over the declared defaults."""
     declared = self.fields()
-    block = (config.get("algorithm") or {}).get(self.name) or {}
-    given = {k: block[k] for k in block}
+    # A block registered after the config was made is absent: the declared defaults.
+    given = dict(config.algorithm[self.name]) if self.name in config.algorithm else {}
     check(self.prefix, given, declared)
     values = {k: h.default for k, h in declared.items()}
     for k, v in given.items():

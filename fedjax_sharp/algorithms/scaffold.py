@@ -84,18 +84,14 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
   def client_finalize(state, bcast, c_m, client_info, round_info):
     w_global, c = bcast
     delta = tree.sub(w_global, state.params)  # w^t - w_{m,K}
-    num_steps = jnp.maximum(client_info.num_steps, 1).astype(jnp.float32)
-    # c_m^+ - c_m = -c + (w^t - w_K) / (K eta)
-    control_delta = tree.axpy(1.0 / (num_steps * round_info.learning_rate), delta,
-                              tree.scale(-1.0, c))
+    control_delta = option_ii_control_delta(delta, c, client_info, round_info)
     return (delta, control_delta), tree.add(c_m, control_delta)
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     deltas_C, control_deltas_C = uploads_C
     model = common.server_opt_step(server_optimizer, server_state.model,
                                    tree.weighted_sum(deltas_C, weights_C))
-    control = tree.axpy(1.0 / round_info.num_clients,
-                        tree.weighted_sum(control_deltas_C, mask_C), server_state.control)
+    control = server_control_update(server_state.control, control_deltas_C, mask_C, round_info)
     return ScaffoldServerState(model=model, control=control)
 
   return FederatedAlgorithm(
@@ -104,6 +100,18 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=2))
+
+
+def option_ii_control_delta(delta, c, client_info, round_info):
+  """`c_m^+ - c_m = -c + delta / (K_m eta_t)` (option II), `delta = w^t - w_{m,K}`; shared
+  with FedWMSAM, whose server keeps the same controls."""
+  num_steps = jnp.maximum(client_info.num_steps, 1).astype(jnp.float32)
+  return tree.axpy(1.0 / (num_steps * round_info.learning_rate), delta, tree.scale(-1.0, c))
+
+
+def server_control_update(c, control_deltas_C, mask_C, round_info):
+  """`c + (1/M) sum_{m in N_t} (c_m^+ - c_m)` over the real clients of the cohort."""
+  return tree.axpy(1.0 / round_info.num_clients, tree.weighted_sum(control_deltas_C, mask_C), c)
 
 
 registration.register("scaffold", scaffold, client="own_momentum", server=True,

@@ -18,7 +18,7 @@ Unrolling clients and steps in one function runs fast but compiles for minutes (
 separately (prepare; per client: start, chunks of `host_chunk` unrolled local steps, finalise;
 aggregate + server update), dispatched from a short host loop. Compile cost is one chunk, and
 chunks that hold only padding steps are skipped. It computes exactly the same round (tested).
-See BUILD_NOTES.md for the measurements.
+docs/performance.md has the measurements.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How a round is executed: the client strategy and local loop (`ExecutionConfig`), and how
 'auto' chooses them for the backend and the cohort's memory (`Footprint`). Every strategy
-computes the same round (`core.engine`, tested); see BUILD_NOTES.md for the measurements behind
+computes the same round (`core.engine`, tested); docs/performance.md has the measurements behind
 the choices.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ class ExecutionConfig:
   chunk_size: int = 4
   local_loop: str = "auto"
   unroll: int = 4
-  host_chunk: int = 1   # 1 step per call: fastest on CPU (BUILD_NOTES.md, benchmarks/vs_torch.py)
+  host_chunk: int = 1   # 1 step per call: fastest on CPU (docs/performance.md, benchmarks/vs_torch.py)
   skip_padding: bool = True
   sort_clients: bool = False
 

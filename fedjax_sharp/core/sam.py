@@ -34,9 +34,10 @@ from fedjax_sharp.core import tree
 GRADIENTS = ("sgd", "sam", "asam")
 
 
-def perturbation(direction, rho):
-  """`rho * d / (||d|| + eps)`: the SAM step of radius `rho` along `direction`."""
-  return tree.scale(rho, tree.normalize(direction))
+def perturbation(direction, rho, eps: float = tree.NORM_EPS):
+  """`rho * d / (||d|| + eps)`: the SAM step of radius `rho` along `direction` (`eps`: the
+  guard of the norm; FedWMSAM's code uses 1e-7)."""
+  return tree.scale(rho, tree.normalize(direction, eps))
 
 
 def _is_bias(path) -> bool:

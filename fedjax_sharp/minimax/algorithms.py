@@ -239,8 +239,7 @@ def config_blocks() -> dict[str, ml_collections.ConfigDict]:
 
 def _values(config, name) -> dict:
   declared = hyperparameters.fields(FACTORIES[name])
-  block = (config.get("algorithm") or {}).get(name) or {}
-  given = {k: block[k] for k in block}
+  given = dict(config.algorithm[name]) if name in config.algorithm else {}
   hyperparameters.check(f"algorithm.{name}", given, declared)
   return {**hyperparameters.defaults(FACTORIES[name]), **given}
 
@@ -258,15 +257,15 @@ def player_optimizers_from_config(config) -> PlayerOptimizers:
 
   def make(kind, field):
     if kind == "sgd":
-      return local_sgd(float(m.get("momentum", 0.0)), 0.0)
+      return local_sgd(float(m.momentum), 0.0)
     if kind == "adam":
       b1, b2 = float(m.b1), float(m.b2)
       return optax.inject_hyperparams(lambda learning_rate: optax.adam(learning_rate, b1, b2))(
           learning_rate=0.0)
     raise ValueError(f"minimax.{field}={kind!r} is not one of ['adam', 'sgd']")
   return PlayerOptimizers(lr_x=float(m.lr_x), lr_y=float(m.lr_y),
-                          tx_x=make(str(m.get("optimizer_x", "sgd")), "optimizer_x"),
-                          tx_y=make(str(m.get("optimizer_y", "sgd")), "optimizer_y"))
+                          tx_x=make(str(m.optimizer_x), "optimizer_x"),
+                          tx_y=make(str(m.optimizer_y), "optimizer_y"))
 
 
 def build_minimax_algorithm(config, task) -> FederatedAlgorithm:

@@ -154,7 +154,7 @@ def in_pieces(apply_fn: Callable, piece: int = 0) -> Callable:
   are unchanged up to float summation order; what changes is the size of each convolution.
   XLA's CPU backend computes a convolution's gradients at a higher cost per example for larger
   batches: the LeNet-5 gradient on 64 examples costs ~100 ms in pieces of 16 against ~160 ms
-  whole (`python benchmarks/round_time.py --model=lenet5 ...`, BUILD_NOTES.md). The pieces
+  whole (`python benchmarks/round_time.py --model=lenet5 ...`, docs/performance.md). The pieces
   are static slices, so the program holds one copy of the model per piece (compile time grows
   with the number of pieces); a last piece may be smaller.
   """

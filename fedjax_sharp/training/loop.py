@@ -99,7 +99,7 @@ def run(config, workdir: str | None = None, progress: bool = True,
         experiment: Experiment | None = None) -> dict:
   """Runs the experiment; writes config.json, metrics.jsonl and summary.json under `workdir`.
 
-  Reliability (BUILD_NOTES.md has the table of fault cases): one run per workdir (a lock), a
+  Reliability (docs/reliability.md has the table of fault cases): one run per workdir (a lock), a
   workdir with another setting's results or checkpoint is refused before anything is written,
   checkpoints through orbax resume exactly, a non-finite loss or model stops the run
   (`training.on_nonfinite='stop'`) with status 'diverged', and every exit path writes a summary

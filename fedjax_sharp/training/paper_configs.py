@@ -98,7 +98,7 @@ def fedgmt_table7_baselines(c: ml_collections.ConfigDict, dataset: str) -> None:
   FedSpeed, FedSMOO, FedLESAM-D (and MoFedSAM, FedGamma, which the table does not run).
   FedNTD beta = 1, tau = 1 (Table 7 calls it gamma). The table's numbers come from the
   authors' code (FL-SAM), whose FedSpeed is plain normalised SAM with FedDyn's server: the
-  'code' variant here (the library default is the paper's box; BUILD_NOTES.md).
+  'code' variant here (the library default is the paper's box; docs/algorithms/fedspeed.md).
   SCAFFOLD, MoFedSAM, FedCM, MimeLite and FedGamma keep client momentum 0 (their blocks), the
   others use the table's 0.9.
   """
@@ -126,7 +126,7 @@ FEDGLOSS_DATASETS = {
 }
 # Chosen values: FedGloSS from the spec / the authors' scripts (paper_experiments/*.sh); the
 # baselines' bold entries of Table 13 are lost in the seed's text, so the values below are
-# picks from its grids consistent with FedGloSS's own (BUILD_NOTES.md says which).
+# picks from its grids consistent with FedGloSS's own.
 FEDGLOSS_HPARAMS = {
     "cifar10": dict(rho=0.15, rho_l=0.15, beta=10.0, ramp_rounds=2000, fedsam_rho=0.1,
                     sam_rho=0.15, dyn_alpha=0.1, smoo_rho=0.15, gamma_rho=0.15),

@@ -1,0 +1,273 @@
+"""FedWMSAM (Li, Huang, Jiang, Liu, Xie, Du, Wang, Wu; NeurIPS 2025): weighted momentum + SAM.
+
+Server state: `x^r`, the momentum `Delta` (gradient units, 0 at start), the SCAFFOLD-style global
+control `c` (0), the mixing weight `alpha_r` (`alpha`, 0.1) and, per client, the control `c_k`
+(0; the authors' server keeps this table, here it is the engine's client table). Round r, client
+k receives `x^r` and its personalized momentum (2 model-sized vectors down)
+
+    m_k = Delta + (c - c_k) alpha_r / (1 - alpha_r)
+
+and from `x_0 = x^r`, `t_0 = x^r`, on each batch b (one backward pass per step):
+
+    delta_b = t_b - x_b                                  # = x^r + b m_k - x_b
+    e_b     = +rho delta_b / (||delta_b|| + 1e-7)        # variant 'paper' (0 at b = 0)
+    G       = clip(alpha_r grad f_k(x_b + e_b; b) + (1 - alpha_r) m_k,  10)   # global L2 norm
+    x_{b+1} = x_b - eta_r opt(G)                         # SGD, momentum 0, weight decay 1e-3
+    t_{b+1} = t_b + m_k
+
+and uploads `Delta_k = x_K - x^r` (1 vector up). The server, with the previous round's `Delta`:
+
+    value_k = cos(Delta_k, Delta) + 1   (0 when ||Delta_k|| ||Delta|| = 0)
+    alpha   <- (1 - lambda) alpha + lambda clip(mean_k value_k, 0.1, 0.9)     # lambda = 0.01
+    c_k     <- c_k - c - Delta_k / (K_k eta_r),   c <- c + (1/M) sum_k (c_k^+ - c_k)  (SCAFFOLD
+               option II: `scaffold.option_ii_control_delta`, `scaffold.server_control_update`)
+    Delta   <- 0.998 sum_k p_k (x^r - x_K) / (K_k eta_r)                      # momentum_decay
+    x^{r+1} = ServerOpt(x^r; sum_k p_k (x^r - x_K))      # sgd(eta_g = 1): x^r + mean Delta_k
+
+so round r+1 uses the new alpha both in `m_k` and in the client's mix. `eta_r` is the round's
+client learning rate (`local.lr * local.lr_decay**r`, 0.998 in the authors' code, the library's
+default). `mean_k value_k` is uniform over the cohort (the code's `np.mean`); `p_k` are the
+engine's weights (uniform in the code, `torch.mean`; equal with `data.weighting='uniform'` or
+equal client sizes). `K_k` is the client's real step count (the code: `local_epochs * n_0 / B`
+from client 0's size, the same when clients are equal). Clipping uses optax's
+`clip_by_global_norm` (`G max/||G||` above the bound; torch's `clip_grad_norm_` divides by
+`||G|| + 1e-6`). Cohorts are the engine's (fixed size, uniform without replacement); the code
+draws each client with probability `active_ratio` (server.py L66-76), so its cohort size varies.
+
+Sources. Code: `Huang-Yongzhi/NeurlPS_FedWMSAM` @ a922a1d5c485e446722c6e82a845f3e77f22f3a4:
+`client/fedwmsam.py` L9-46 (loss `alpha CE + (1-alpha) <w, m_k>`, its gradient
+`(1-alpha) m_k` exactly; clip L36, SGD L19/L37, `target_model += momentum_list` L38),
+`optimizer/WMSAM.py` L26-75 (perturbation, restore), `server/FedWMSAM.py` L32-45 (m_k), L47-65
+(alpha, c, Delta, x), L67-84 (value, c_k), `server/server.py` L79-80 and L195-224 (the round,
+lr decay after the server update), `train.py` (defaults: rho 0.1, alpha 0.1, lr 0.1, lr_decay
+0.998, weight decay 1e-3, global lr 1, 5 epochs, batch 50). Paper: the authors' poster in the
+repository (`NEURIPS25_FedWSAM_poster.PNG`; formulas C1-C3 and Tables 1, 4, 5, 6). The paper is
+arXiv:2511.22080 (v1, 27 Nov 2025; OpenReview 75JiIa0fU1): only its abstract could be read
+here. It says: a momentum-guided global perturbation from the server-aggregated momentum with a
+single backprop; a cosine-similarity adaptive rule giving an early-momentum, late-SAM schedule;
+perturbation variance sigma_rho^2 = sigma^2 + (L rho)^2. Nothing in it contradicts the above.
+
+Paper vs code (`variant`): the poster perturbs along `+rho delta/||delta||` ('paper', the
+default). The code (WMSAM.py L26-54) indexes the flat vector `delta` with the index of each
+parameter tensor, so tensor i (of P) is shifted by the one scalar
+`-rho d_i / (sum_{j<P} |d_j| + 1e-7)`, `d` the flattened `delta` ('code_exact'; the flat order
+here is the pytree's leaf order, each leaf row-major, not PyTorch's parameter order, so the P
+entries read differ from the authors' model); 'code_intended' is `-rho delta/(||delta||+1e-7)`,
+the code's sign without the indexing bug. As `m_k` has a gradient's sign, `t_b` runs ahead
+uphill and the poster's sign perturbs uphill (SAM-like). Other differences, where this module
+follows the code: the poster's motivation panel writes `x_{r+1} = x_r - eta_g Delta_{r+1}` with
+`Delta_{r+1} = sum Delta_k / (eta_l |P_r|)` (the code: plain averaging, Delta divided by K and
+scaled by 0.998); the poster's alpha-hat is the mean cosine (the code adds 1, and lambda = 0.01
+is hard-coded); the poster's global control is `c + sum Delta_k / (eta B |P_r|)` (the code:
+SCAFFOLD's `(1/M) sum (c_k^+ - c_k)`). Gradient clipping at 10 and weight decay 1e-3 are the
+code's, not shown on the poster; here they are this algorithm's own defaults (`max_grad_norm`,
+`weight_decay`: `local.weight_decay` and `local.momentum` are not used).
+
+Reductions (tested): `rho = 0`, `alpha_smoothing = 0` (alpha frozen), `control_variates = False`
+(m_k = Delta), `momentum_decay = 1` is the registered `fedcm` with `beta = alpha` (FedCM's
+client loss `alpha CE + (1-alpha)<w, Delta>` and momentum `mean(x^r - x_K)/(K eta)`, as the
+authors' `client/fedcm.py` and `server/FedCM.py`) while the clip is inactive.
+
+What a CIFAR run would have to reproduce (poster Table 1, "after 500 rounds", test accuracy;
+the code prints the maximum over rounds; 100 clients, 10% active, ResNet-18 with GroupNorm(2)
+presumably, not stated): CIFAR-10 Dir 0.6 / Dir 0.1 / Path 6 / Path 3: 0.8356 / 0.7664 / 0.8443
+/ 0.7446 (FedAvg 0.7886 / 0.7005 / 0.7873 / 0.6426); CIFAR-100 Dir 0.6 / Dir 0.1 / Path 20 /
+Path 10: 0.4908 / 0.4646 / 0.4786 / 0.4383 (FedAvg 0.3917 / 0.3815 / 0.3968 / 0.3631). Table 6
+(CIFAR-10 Dir 0.1): rho 0.01 gives 0.7664, rho 0.1 (the code's default) 0.7244. Not reproduced
+here.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms.fed_cm import momentum_mix
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.algorithms.scaffold import option_ii_control_delta, server_control_update
+from fedjax_sharp.core import hparams, sam, tree
+from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
+
+VARIANTS = ("paper", "code_exact", "code_intended")
+PERTURBATION_EPS = 1e-7        # WMSAM.py L40: rho / (grad_norm + 1e-7)
+ALPHA_HAT_BOUNDS = (0.1, 0.9)  # FedWMSAM.py L49: max(0.1, min(value, 0.9))
+
+
+@flax.struct.dataclass
+class FedWMSAMServerState:
+  model: common.ServerState  # x^r and the server optimiser's state
+  momentum: Any              # Delta, gradient units
+  control: Any               # c (zeros, unused, when control_variates=False)
+  alpha: jax.Array           # alpha_r, float32 scalar
+
+  @property
+  def params(self):
+    return self.model.params
+
+
+@flax.struct.dataclass
+class FedWMSAMLocalState:
+  params: Any      # x_b
+  opt_state: Any   # local optimiser state (reset every round)
+  target: Any      # t_b = x^r + b m_k
+  momentum: Any    # m_k, constant during the round
+  alpha: jax.Array  # alpha_r
+
+
+def code_exact_perturbation(delta, rho):
+  """The authors' WMSAM.first_step: parameter tensor i (of P, in leaf order) is shifted by the
+  scalar `-rho d_i / (sum_{j<P} |d_j| + 1e-7)`, `d` the flattened `delta`."""
+  leaves, treedef = jax.tree.flatten(delta)
+  num = len(leaves)
+  first, taken = [], 0
+  for leaf in leaves:
+    if taken >= num:
+      break
+    first.append(jnp.ravel(leaf)[:num - taken])
+    taken += first[-1].shape[0]
+  if taken < num:
+    raise ValueError(f"variant 'code_exact' reads the first {num} entries of the flattened "
+                     f"model, which has only {taken}")
+  d = jnp.concatenate(first)
+  shift = -rho * d / (jnp.sum(jnp.abs(d)) + PERTURBATION_EPS)
+  return jax.tree.unflatten(treedef, [jnp.full_like(leaf, shift[i])
+                                      for i, leaf in enumerate(leaves)])
+
+
+def perturbation(variant: str, delta, rho):
+  """e_b of `variant` for `delta = t_b - x_b`."""
+  if variant == "code_exact":
+    return code_exact_perturbation(delta, rho)
+  e = sam.perturbation(delta, rho, eps=PERTURBATION_EPS)
+  return tree.scale(-1.0, e) if variant == "code_intended" else e
+
+
+def alignment_value(update, momentum):
+  """`cos(update, momentum) + 1`, or 0 when either is zero (FedWMSAM.py L77-84)."""
+  denom = tree.global_norm(update) * tree.global_norm(momentum)
+  safe = jnp.where(denom == 0, 1.0, denom)
+  return jnp.where(denom == 0, 0.0, tree.vdot(update, momentum) / safe + 1.0)
+
+
+@checked
+def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
+              server_optimizer: optax.GradientTransformation | None = None,
+              rho: Annotated[float, Field(">= 0", "perturbation radius (the code's default; "
+                                          "poster Table 6 best: 0.01)", sweepable=True)] = 0.1,
+              alpha: Annotated[float, Field("(0, 1)", "initial weight alpha_0 of the gradient "
+                                            "against the momentum")] = 0.1,
+              alpha_smoothing: Annotated[float, Field("[0, 1]", "lambda of alpha <- (1-lambda) "
+                                                      "alpha + lambda clip(mean value, 0.1, "
+                                                      "0.9); 0 freezes alpha")] = 0.01,
+              momentum_decay: Annotated[float, Field("(0, 1]", "factor on the server momentum "
+                                                     "Delta (the code's lr_decay)")] = 0.998,
+              max_grad_norm: Annotated[float, Field(">= 0", "clip the mixed direction G to this "
+                                                    "global L2 norm (0: no clipping)")] = 10.0,
+              variant: Annotated[str, Field(doc="perturbation: 'paper' (+delta/||delta||), "
+                                            "'code_exact' (the authors' per-tensor scalars), "
+                                            "'code_intended' (-delta/||delta||)",
+                                            choices=VARIANTS)] = "paper",
+              control_variates: Annotated[bool, Field(doc="SCAFFOLD controls in m_k (False: "
+                                                      "m_k = Delta, the FedCM base)")] = True,
+              name: str = "fedwmsam") -> FederatedAlgorithm:
+  """FedWMSAM; `client_optimizer` applies G (plain gradients: the perturbation is the
+  algorithm's own)."""
+  alpha0, smoothing, decay = float(alpha), float(alpha_smoothing), float(momentum_decay)
+  max_grad_norm = float(max_grad_norm)
+  opt = common.as_client_optimizer(client_optimizer)
+  if opt.is_sam:
+    raise ValueError(f"{name} makes its own perturbation: give it an 'sgd' client optimiser")
+  server_optimizer = server_optimizer or optax.sgd(1.0)
+  loss_fn = common.cross_entropy_loss(apply_fn)
+  values = common.hyperparameters(opt, rho=rho)
+  clip = optax.clip_by_global_norm(max_grad_norm) if max_grad_norm > 0 else None
+
+  def server_init(params):
+    return FedWMSAMServerState(model=common.server_opt_init(server_optimizer, params),
+                               momentum=tree.zeros_like(params),
+                               control=tree.zeros_like(params),
+                               alpha=jnp.asarray(alpha0, jnp.float32))
+
+  def client_state_init(params):
+    return tree.zeros_like(params) if control_variates else ()
+
+  def broadcast(server_state, round_info):
+    return (server_state.params, server_state.momentum, server_state.control,
+            server_state.alpha)
+
+  def client_init(bcast, c_k, client_info, round_info):
+    x, momentum, c, a = bcast
+    if control_variates:   # m_k = Delta + (c - c_k) alpha / (1 - alpha)
+      momentum = tree.axpy(a / (1.0 - a), tree.sub(c, c_k), momentum)
+    local = common.init_local(opt, x, round_info.learning_rate)
+    return FedWMSAMLocalState(params=local.params, opt_state=local.opt_state, target=x,
+                              momentum=momentum, alpha=a)
+
+  def local_step(state, batch, key, round_info):
+    rho_r = hparams.of(round_info, values)["rho"]
+    e = perturbation(variant, tree.sub(state.target, state.params), rho_r)
+    (loss, logits), grads = sam.grad_at(loss_fn, state.params, e, batch)
+    direction = momentum_mix(state.alpha, grads, state.momentum)
+    if clip is not None:
+      direction, _ = clip.update(direction, clip.init(direction))
+    state = common.optimizer_step(opt, state, direction)
+    return (state.replace(target=tree.add(state.target, state.momentum)),
+            common.step_metrics(loss, logits, batch))
+
+  def client_finalize(state, bcast, c_k, client_info, round_info):
+    x, momentum, c, _ = bcast
+    delta = tree.sub(x, state.params)                       # x^r - x_K = -Delta_k
+    upload = {"delta": delta,
+              "num_steps": client_info.num_steps.astype(jnp.float32),
+              "value": alignment_value(tree.scale(-1.0, delta), momentum)}
+    if not control_variates:
+      return upload, c_k
+    control_delta = option_ii_control_delta(delta, c, client_info, round_info)
+    upload["control_delta"] = control_delta
+    return upload, tree.add(c_k, control_delta)
+
+  def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
+    deltas_C = uploads_C["delta"]
+    mask = mask_C.astype(jnp.float32)
+    value = (jnp.sum(jnp.where(mask > 0, uploads_C["value"], 0.0))
+             / jnp.maximum(jnp.sum(mask), 1.0))            # uniform mean over the cohort
+    a = server_state.alpha
+    a = (1.0 - smoothing) * a + smoothing * jnp.clip(value, *ALPHA_HAT_BOUNDS)
+    control = (server_control_update(server_state.control, uploads_C["control_delta"], mask_C,
+                                     round_info)
+               if control_variates else server_state.control)
+    per_step = 1.0 / (round_info.learning_rate * jnp.maximum(uploads_C["num_steps"], 1.0))
+    momentum = tree.scale(decay, tree.weighted_sum(deltas_C, weights_C * per_step))
+    model = common.server_opt_step(server_optimizer, server_state.model,
+                                   tree.weighted_sum(deltas_C, weights_C))
+    return FedWMSAMServerState(model=model, momentum=momentum, control=control,
+                               alpha=a.astype(jnp.float32))
+
+  return FederatedAlgorithm(
+      name=name, server_init=server_init, client_state_init=client_state_init,
+      broadcast=broadcast, client_init=client_init, local_step=local_step,
+      client_finalize=client_finalize, server_update=server_update,
+      eval_params=lambda server_state: server_state.params,
+      communication=Communication(down=2, up=1), hparams=values,
+      dp_unsupported="uploads its step count and an alignment value and divides each delta by "
+                     "that client's own number of local steps (data-dependent weights the DP "
+                     "sensitivity bound does not cover)")
+
+
+def _client(config, name, *, momentum: registration.OwnMomentum = 0.0,
+            weight_decay: Annotated[float, Field(">= 0", "client weight decay (the authors' "
+                                                 "1e-3; local.weight_decay is not used)")]
+            = 1e-3):
+  return from_config.client_optimizer_from_config(config, own_momentum=float(momentum),
+                                                  own_weight_decay=float(weight_decay),
+                                                  gradient="sgd", owner=name)
+
+
+registration.register("fedwmsam", fed_wmsam, client=_client, server=True, title="FedWMSAM",
+                      paper='Li et al., "Fast & Flat Federated Learning via Weighted Momentum '
+                            'and Sharpness-Aware Minimization", NeurIPS 2025')
+build_fed_wmsam = registration.builder("fedwmsam")
