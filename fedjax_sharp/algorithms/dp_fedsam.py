@@ -28,7 +28,11 @@ Paper vs code: the paper body was not readable (only the abstract: "clipping loc
 adding random noise", "Sharpness Aware Minimization"), so the code's choices are the defaults
 (the library's rule where only the code is known): per-tensor clipping (`clip='global'` is the
 abstract's reading, one norm over the whole update), client-side noise (`noise='server'`: one
-draw on the sum, the same distribution of the aggregate), ASAM (`adaptive=False`: SAM).
+draw on the sum, the same distribution of the aggregate), ASAM (`adaptive=False`: SAM). The
+arXiv page (ar5iv 2303.11242) could be read only to the introduction here; a third-party summary
+of the paper (junaidaliop.github.io/zij/math/dpfedsam, not checked against the PDF) writes its
+rule as SAM with rho g/||g||, one global clip min(1, C/||Delta||) and client noise
+N(0, sigma^2 C^2/m): `adaptive=False, clip='global'` here.
 Accounting: the run reports epsilon(delta) each round with `config.dp.delta` and
 `config.dp.accountant` (`core.privacy`). With 'per_tensor' clipping the sensitivity of the
 clipped update is C sqrt(L) for L tensors, which the accountant counts; the authors' offline
