@@ -325,3 +325,23 @@ def test_target_epsilon_solves_the_noise_multiplier(tmp_path):
   from fedjax_sharp.training import workdir as workdir_lib
   workdir_lib.check_setting(str(tmp_path), _tiny(dp__enabled=True, dp__target_epsilon=4.0,
                                                  rounds=2))
+
+
+def test_the_acceptance_command_prints_and_records_epsilon(tmp_path):
+  """docs/privacy.md's first command, with the docs test's tiny settings and a workdir."""
+  import os
+  import subprocess
+  import sys
+  from test_docs_commands import ROOT, _tiny as tiny_argv
+  cmd = next(c for f, c in __import__("test_docs_commands").docs_commands()
+             if f == os.path.join("docs", "privacy.md") and "noise_multiplier=1.0" in c)
+  argv = tiny_argv(cmd, str(tmp_path)) + [f"--workdir={tmp_path / 'run'}"]
+  proc = subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT,
+                                                 JAX_PLATFORMS="cpu"),
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "differential privacy: epsilon " in proc.stdout and "rdp accountant" in proc.stdout
+  records = metrics_lib.read_jsonl(str(tmp_path / "run" / "metrics.jsonl"))
+  assert records[-1]["dp_epsilon"] > 0
+  summary = json.load(open(tmp_path / "run" / "summary.json"))
+  assert summary["dp_epsilon"] == records[-1]["dp_epsilon"]
