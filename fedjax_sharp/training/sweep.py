@@ -61,7 +61,7 @@ def check_compatible(configs: Sequence) -> None:
   if not configs:
     raise ValueError("a sweep needs at least one config")
   import json  # pylint: disable=g-import-not-at-top
-  first = json.loads(configs[0].to_json_best_effort())
+  first = json.loads(config_lib.resolved_setting(configs[0]).to_json_best_effort())
   allowed = sweep_fields(configs[0])
   for e, c in enumerate(configs[1:], 1):
     diffs = config_lib.setting_differences(first, c, allow=allowed)
