@@ -28,9 +28,15 @@ def resolve_momentum(config, block=None, own_momentum: float | None = None) -> f
 def client_optimizer_from_config(config, *, block=None, own_momentum: float | None = None,
                                  gradient: str | None = None, rho=None,
                                  eta: float | None = None,
-                                 owner: str | None = None) -> ClientOptimizer:
+                                 owner: str | None = None,
+                                 own_weight_decay: float | None = None,
+                                 clip_norm: float = 0.0) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
   `weight_decay`); the momentum as `resolve_momentum(config, block, own_momentum)` says.
+
+  Algorithms whose papers fix more of the local optimiser (the FedSWA family: weight decay
+  1e-3, gradient clipping at norm 10) pass `own_weight_decay` (used instead of
+  `local.weight_decay`) and `clip_norm` (`ClientOptimizer.clip_norm`; 0: no clipping).
 
   An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
@@ -50,10 +56,11 @@ def client_optimizer_from_config(config, *, block=None, own_momentum: float | No
     gradient = requested
     rho = float(local.get("rho", 0.05)) if rho is None else rho
     eta = float(local.get("asam_eta", 0.0)) if eta is None else eta
+  weight_decay = local.weight_decay if own_weight_decay is None else own_weight_decay
   tx = local_sgd(momentum=resolve_momentum(config, block, own_momentum),
-                 weight_decay=float(local.weight_decay))
+                 weight_decay=float(weight_decay))
   return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
-                         eta=0.0 if eta is None else float(eta))
+                         eta=0.0 if eta is None else float(eta), clip_norm=float(clip_norm))
 
 
 def server_optimizer_from_config(config) -> optax.GradientTransformation:

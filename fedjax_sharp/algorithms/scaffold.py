@@ -54,6 +54,18 @@ class ScaffoldLocalState:
   correction: Any  # c - c_m, constant during the round
 
 
+def control_correction(c, c_m):
+  """`c - c_m`: what a client adds to its local gradient (`g - c_m + c`), constant in a round."""
+  return tree.sub(c, c_m)
+
+
+def option_ii_control_delta(delta, c, step_sum):
+  """Option II's `c_m^+ - c_m = -c + (w^t - w_{m,K}) / step_sum`, `delta = w^t - w_{m,K}`,
+  `step_sum` the sum of the round's local learning rates (`K_m eta_t` at a constant rate;
+  FedMoSWA's cyclic schedule: its own sum)."""
+  return tree.axpy(1.0 / step_sum, delta, tree.scale(-1.0, c))
+
+
 def scaffold(apply_fn: common.ApplyFn, client_optimizer,
              server_optimizer: optax.GradientTransformation | None = None,
              name: str = "scaffold") -> FederatedAlgorithm:
@@ -73,7 +85,7 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
     w_global, c = bcast
     local = common.init_local(opt, w_global, round_info.learning_rate)
     return ScaffoldLocalState(params=local.params, opt_state=local.opt_state,
-                              correction=tree.sub(c, c_m))
+                              correction=control_correction(c, c_m))
 
   def local_step(state, batch, key, round_info):
     (loss, logits), grads = opt.value_and_grad(loss_fn, state.params, batch,
@@ -85,9 +97,7 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
     w_global, c = bcast
     delta = tree.sub(w_global, state.params)  # w^t - w_{m,K}
     num_steps = jnp.maximum(client_info.num_steps, 1).astype(jnp.float32)
-    # c_m^+ - c_m = -c + (w^t - w_K) / (K eta)
-    control_delta = tree.axpy(1.0 / (num_steps * round_info.learning_rate), delta,
-                              tree.scale(-1.0, c))
+    control_delta = option_ii_control_delta(delta, c, num_steps * round_info.learning_rate)
     return (delta, control_delta), tree.add(c_m, control_delta)
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
