@@ -678,6 +678,66 @@ $C$ = `clip_norm` (None: 10 for `n1`/`n2`, off for `n3`/`n4`). $\mathrm{opt}$: S
 `momentum` (0) and weight decay `weight_decay` ($10^{-3}$). $\rho = \gamma = 0$ with
 `clip_norm` = 0 is [FedAvg](fedavg.md) exactly; $p_m$: as for FedAvg.
 """,
+    # ------------------------------------------------------- FedSWA family (fed_swa.py)
+    "fedswa": r"""
+Round $t$: client $m \in N_t$ starts from $y_0 = w^t$ with a fresh optimiser and takes $K_m$ steps
+with a learning rate that restarts at $s\,\eta_t$ every round and decays linearly towards
+$s\,\rho\,\eta_t$; the raw gradient is clipped to norm $C$ first:
+
+$$
+\begin{aligned}
+\eta_k &= s\, \eta_t \Big(1 - (1 - \rho)\, \frac{k}{K_m}\Big), \qquad k = 0, \dots, K_m - 1\\
+y_{k+1} &= y_k - \eta_k\, \mathrm{opt}\big(\mathrm{clip}_C(\nabla f_m(y_k; \xi))\big)
+\end{aligned}
+$$
+
+It keeps nothing and uploads $\Delta_m = w^t - y_{K_m}$. The server moves from $w^t$ by $\alpha$
+times the weighted mean update ($\alpha = 1$: the average of the client models; $\alpha > 1$
+extrapolates):
+
+$$
+w^{t+1} = w^t - \alpha \sum_{m \in N_t} p_m \Delta_m
+$$
+
+$\mathrm{clip}_C(g) = g \min\big(1, C / (\lVert g \rVert + 10^{-6})\big)$, one global norm,
+$C$ = `clip_norm` (10; 0: none). $\mathrm{opt}$: SGD with momentum `momentum` (0) and coupled
+weight decay `weight_decay` ($10^{-3}$), the block's, not `config.local`'s. `variant='paper'`:
+$s = 1$, $\rho$ = `rho` (0.1), $\alpha$ = `alpha` (1.5); `'code'` (the authors' current code):
+$s = 2$, $\rho = 0$, $\alpha = 1$. $\rho = 1$, $\alpha = 1$ is [FedAvg](fedavg.md). $\eta_t$,
+$p_m$: as for FedAvg.
+""",
+    "fedmoswa": r"""
+[FedSWA](fedswa.md) with SCAFFOLD's control variates and a momentum on the server's (clients are
+indexed by $i$ here, as in the paper: $m$ is the server's control). Server state: $w^t$ and the
+control $m$; client $i$ keeps its control $c_i$ (all 0 at start). Client $i \in N_t$ receives
+$(w^t, m)$, starts from $y_0 = w^t$ with a fresh optimiser and takes $K_i$ corrected steps with
+FedSWA's in-round schedule, then updates its control (option II with the round's own step sum
+$S_i$):
+
+$$
+\begin{aligned}
+\eta_k &= s\, \eta_t \Big(1 - (1 - \rho)\, \frac{k}{K_i}\Big), \qquad
+S_i = \sum_{k=0}^{K_i - 1} \eta_k = s\, \eta_t\, \frac{K_i (1 + \rho) + 1 - \rho}{2}\\
+y_{k+1} &= y_k - \eta_k\, \mathrm{opt}\big(\mathrm{clip}_C(\nabla f_i(y_k; \xi)) - c_i + m\big)\\
+c_i^+ &= c_i - m + \frac{w^t - y_{K_i}}{S_i}
+\end{aligned}
+$$
+
+It keeps $c_i^+$ and uploads $(w^t - y_{K_i},\ c_i^+ - m)$. Server ($|N_t|$: the cohort size):
+
+$$
+\begin{aligned}
+m &\leftarrow m + \frac{\gamma}{|N_t|} \sum_{i \in N_t} (c_i^+ - m)\\
+w^{t+1} &= w^t - \alpha \sum_{i \in N_t} p_i\, (w^t - y_{i,K_i})
+\end{aligned}
+$$
+
+`variant='paper'`: $s = 1$, $\rho$ = `rho` (0.1), $\alpha$ = `alpha` (1.5), $\gamma$ = `gamma`
+(0.2). `'code'` (the authors' current code): a constant in-round rate ($\rho = 1$), $\alpha = 1$,
+$\gamma = 0.4$, and $\gamma = 1$ in round 0. With every client in every round,
+$\gamma = \rho = \alpha = 1$ is [SCAFFOLD](scaffold.md). $\mathrm{clip}_C$, $\mathrm{opt}$: as
+for FedSWA; $\eta_t$, $p_i$: as for [FedAvg](fedavg.md).
+""",
     # ---------------------------------------------------------- minimax (minimax/algorithms.py)
     "fess_gda": r"""
 Problem $\min_x \max_{y \in Y} f(x, y)$. Server state $(x_t, y_t, z_t)$ with $z_0 = x_0$; $z$

@@ -181,6 +181,7 @@ def test_every_sweepable_hyperparameter_reaches_the_algorithms_hparams():
         c.local.optimizer = "sam"     # the radius of config.local's SAM optimiser
       before = registry.build_algorithm(c, apply_fn).hparams
       parent, leaf = path.rsplit(".", 1)
-      config_paths.get(c, parent)[leaf] = 0.5 * config_paths.get(c, path) + 0.125
+      value = config_paths.get(c, path)   # None: the algorithm's variant presets it
+      config_paths.get(c, parent)[leaf] = 0.3125 if value is None else 0.5 * value + 0.125
       after = registry.build_algorithm(c, apply_fn).hparams
       assert before.keys() == after.keys() and before != after, (name, path)

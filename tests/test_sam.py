@@ -160,3 +160,32 @@ def test_client_optimizer_from_config_and_errors():
     ClientOptimizer(local_sgd(), "adam")
   with pytest.raises(ValueError, match="rho must be >= 0"):
     ClientOptimizer(local_sgd(), "sam", -0.1)
+
+
+def test_gradient_clipping_of_the_client_optimizer():
+  """`clip_norm` (the FedSWA family's clip 10): PyTorch's clip_grad_norm_ on the gradient
+  value_and_grad returns (SAM's: at the perturbed weights); 0 is no clipping."""
+  from fedjax_sharp.core.optimizers import clip_by_global_norm
+  g = {"a": jnp.asarray([3.0, 0.0]), "b": jnp.asarray([[4.0]])}      # ||g|| = 5
+  np.testing.assert_allclose(clip_by_global_norm(g, 2.0)["a"], [3.0 * 2 / (5 + 1e-6), 0.0],
+                             rtol=1e-6)
+  np.testing.assert_array_equal(clip_by_global_norm(g, 10.0)["b"], g["b"])   # below: unchanged
+  assert clip_by_global_norm(g, 0.0) is g
+  params = {"w": jnp.asarray([1.0, -2.0, 0.5])}
+  for gradient, rho in (("sgd", 0.0), ("sam", 0.3)):
+    plain = ClientOptimizer(local_sgd(0.0, 0.0), gradient, rho)
+    clipped = ClientOptimizer(local_sgd(0.0, 0.0), gradient, rho, clip_norm=0.5)
+    (_, raw) = plain.value_and_grad(quadratic, params, None)
+    (value, out) = clipped.value_and_grad(quadratic, params, None)
+    norm = float(jnp.linalg.norm(raw["w"]))
+    assert norm > 0.5
+    np.testing.assert_allclose(out["w"], raw["w"] * 0.5 / (norm + 1e-6), rtol=1e-6)
+    np.testing.assert_allclose(value[0], plain.value_and_grad(quadratic, params, None)[0][0])
+  with pytest.raises(ValueError, match="clipping norm must be >= 0"):
+    ClientOptimizer(local_sgd(), clip_norm=-1.0)
+  c = config_lib.base_config()
+  opt = client_optimizer_from_config(c, own_momentum=0.0, own_weight_decay=1e-3, clip_norm=10.0)
+  assert opt.clip_norm == 10.0
+  stepped, _ = opt.apply(params, opt.init(params, 1.0), {"w": jnp.zeros(3)})   # wd 1e-3, lr 1
+  np.testing.assert_allclose(stepped["w"], params["w"] * (1 - 1e-3), rtol=1e-6)
+  assert not client_optimizer_from_config(c).clip_norm

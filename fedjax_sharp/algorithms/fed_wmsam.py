@@ -88,7 +88,8 @@ import optax
 from fedjax_sharp.algorithms import common, from_config, registration
 from fedjax_sharp.algorithms.fed_cm import momentum_mix
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
-from fedjax_sharp.algorithms.scaffold import option_ii_control_delta, server_control_update
+from fedjax_sharp.algorithms.scaffold import (option_ii_control_delta, server_control_update,
+                                              constant_step_sum)
 from fedjax_sharp.core import hparams, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 
@@ -226,7 +227,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
               "value": alignment_value(tree.scale(-1.0, delta), momentum)}
     if not control_variates:
       return upload, c_k
-    control_delta = option_ii_control_delta(delta, c, client_info, round_info)
+    control_delta = option_ii_control_delta(delta, c, constant_step_sum(client_info, round_info))
     upload["control_delta"] = control_delta
     return upload, tree.add(c_k, control_delta)
 

@@ -29,12 +29,16 @@ def client_optimizer_from_config(config, *, own_momentum: float | None = None,
                                  gradient: str | None = None, rho=None,
                                  eta: float | None = None,
                                  owner: str | None = None,
-                                 asam_biases: bool = False) -> ClientOptimizer:
+                                 asam_biases: bool = False,
+                                 clip_norm: float = 0.0) -> ClientOptimizer:
   """The client optimiser of `config.local` (`optimizer`, `rho`, `asam_eta`, `momentum`,
   `weight_decay`); the momentum as `resolve_momentum(config, own_momentum)` says. An
-  algorithm whose method fixes the weight decay (FedWMSAM and FedNSAM: 1e-3, FedGF: 4e-4,
-  DP-FedSAM: 5e-4) passes `own_weight_decay` (its block's field), which replaces
+  algorithm whose method fixes the weight decay (FedWMSAM, FedNSAM and the FedSWA family: 1e-3,
+  FedGF: 4e-4, DP-FedSAM: 5e-4) passes `own_weight_decay` (its block's field), which replaces
   `local.weight_decay`.
+
+  The FedSWA family also fixes gradient clipping at norm 10: `clip_norm`
+  (`ClientOptimizer.clip_norm`; 0: no clipping).
 
   An algorithm that fixes its own gradient estimator (FedSAM: 'sam' with the rho of its block;
   FedSpeed, FedSMOO, FedLESAM, FedGMT: their own, 'sgd' here) passes `gradient` (and `rho`,
@@ -59,7 +63,8 @@ def client_optimizer_from_config(config, *, own_momentum: float | None = None,
                  weight_decay=float(local.weight_decay if own_weight_decay is None
                                     else own_weight_decay))
   return ClientOptimizer(tx, gradient=gradient, rho=0.0 if rho is None else rho,
-                         eta=0.0 if eta is None else float(eta), asam_biases=bool(asam_biases))
+                         eta=0.0 if eta is None else float(eta), asam_biases=bool(asam_biases),
+                         clip_norm=float(clip_norm))
 
 
 def server_optimizer_from_config(config) -> optax.GradientTransformation:

@@ -18,7 +18,7 @@ import ml_collections
 from fedjax_sharp.algorithms import fed_avg, fed_prox, scaffold, fed_cm, mime_lite  # noqa: F401
 from fedjax_sharp.algorithms import fed_ntd, fed_dyn, fed_speed, fed_smoo  # noqa: F401
 from fedjax_sharp.algorithms import fed_lesam, fed_gloss, fed_gmt  # noqa: F401
-from fedjax_sharp.algorithms import fed_gf, fed_nsam, fed_wmsam  # noqa: F401
+from fedjax_sharp.algorithms import fed_gf, fed_nsam, fed_swa, fed_wmsam  # noqa: F401
 from fedjax_sharp.algorithms import dp_fedsam  # noqa: F401
 from fedjax_sharp.algorithms.registration import (ALGORITHMS, Registration, builder,  # noqa: F401
                                                   register)

@@ -54,6 +54,24 @@ class ScaffoldLocalState:
   correction: Any  # c - c_m, constant during the round
 
 
+def control_correction(c, c_m):
+  """`c - c_m`: what a client adds to its local gradient (`g - c_m + c`), constant in a round."""
+  return tree.sub(c, c_m)
+
+
+def constant_step_sum(client_info, round_info):
+  """`K_m eta_t`: the sum of a client's local learning rates at the round's constant rate."""
+  return jnp.maximum(client_info.num_steps, 1).astype(jnp.float32) * round_info.learning_rate
+
+
+def option_ii_control_delta(delta, c, step_sum):
+  """Option II's `c_m^+ - c_m = -c + (w^t - w_{m,K}) / step_sum`, `delta = w^t - w_{m,K}`,
+  `step_sum` the sum of the round's local learning rates (`constant_step_sum(client_info,
+  round_info)` at a constant rate; FedMoSWA's in-round schedule: its own sum). Shared with FedWMSAM and
+  FedMoSWA, whose servers keep the same controls."""
+  return tree.axpy(1.0 / step_sum, delta, tree.scale(-1.0, c))
+
+
 def scaffold(apply_fn: common.ApplyFn, client_optimizer,
              server_optimizer: optax.GradientTransformation | None = None,
              name: str = "scaffold") -> FederatedAlgorithm:
@@ -73,7 +91,7 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
     w_global, c = bcast
     local = common.init_local(opt, w_global, round_info.learning_rate)
     return ScaffoldLocalState(params=local.params, opt_state=local.opt_state,
-                              correction=tree.sub(c, c_m))
+                              correction=control_correction(c, c_m))
 
   def local_step(state, batch, key, round_info):
     (loss, logits), grads = opt.value_and_grad(loss_fn, state.params, batch,
@@ -84,7 +102,7 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
   def client_finalize(state, bcast, c_m, client_info, round_info):
     w_global, c = bcast
     delta = tree.sub(w_global, state.params)  # w^t - w_{m,K}
-    control_delta = option_ii_control_delta(delta, c, client_info, round_info)
+    control_delta = option_ii_control_delta(delta, c, constant_step_sum(client_info, round_info))
     return (delta, control_delta), tree.add(c_m, control_delta)
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
@@ -100,13 +118,6 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=2))
-
-
-def option_ii_control_delta(delta, c, client_info, round_info):
-  """`c_m^+ - c_m = -c + delta / (K_m eta_t)` (option II), `delta = w^t - w_{m,K}`; shared
-  with FedWMSAM, whose server keeps the same controls."""
-  num_steps = jnp.maximum(client_info.num_steps, 1).astype(jnp.float32)
-  return tree.axpy(1.0 / (num_steps * round_info.learning_rate), delta, tree.scale(-1.0, c))
 
 
 def server_control_update(c, control_deltas_C, mask_C, round_info):

@@ -5,6 +5,11 @@ A client's local optimiser is a `ClientOptimizer`: a gradient estimator (`sgd`, 
 unperturbed weights (momentum, weight decay). Every algorithm whose paper allows it takes one,
 so FedSAM is FedAvg with a `sam` client optimiser, FedGamma is SCAFFOLD with one, MoFedSAM is
 FedCM with one, and FedDyn+SAM needs no code of its own.
+
+Gradient clipping (`ClientOptimizer.clip_norm`, off by default) acts on the gradient
+`value_and_grad` returns, before the algorithm adds any correction to it and before the optax
+transform adds weight decay: PyTorch's `clip_grad_norm_` between `backward()` and the
+algorithm's edits of `.grad` (the FedSWA family's authors' code: max_norm 10).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.core import sam
+from fedjax_sharp.core import sam, tree
 
 Schedule = Callable[[jax.Array], jax.Array]
 
@@ -36,6 +41,15 @@ def local_sgd(momentum: float = 0.9, weight_decay: float = 1e-5,
     parts.append(optax.sgd(learning_rate, momentum=momentum or None, nesterov=nesterov))
     return optax.chain(*parts)
   return optax.inject_hyperparams(make)(learning_rate=0.0)
+
+
+def clip_by_global_norm(grads, max_norm: float):
+  """PyTorch's `clip_grad_norm_`: `grads * min(1, max_norm / (||grads|| + 1e-6))`, one global L2
+  norm over the pytree; `max_norm <= 0` returns `grads` unchanged (no clipping)."""
+  if max_norm <= 0:
+    return grads
+  factor = jnp.minimum(1.0, max_norm / (tree.global_norm(grads) + 1e-6))
+  return jax.tree.map(lambda g: (factor * g).astype(g.dtype), grads)
 
 
 def with_learning_rate(opt_state, learning_rate):
@@ -61,12 +75,15 @@ class ClientOptimizer:
     eta: ASAM's `T = |w| + eta`.
     asam_biases: ASAM scales biases too (`T = |w| + eta` on every tensor; DP-FedSAM's code);
       False: `T = 1` on biases (the official ASAM code).
+    clip_norm: > 0 clips the gradient `value_and_grad` returns (SAM's: the one at the perturbed
+      weights) to this global L2 norm (`clip_by_global_norm`); 0: no clipping.
   """
   tx: optax.GradientTransformation
   gradient: str = "sgd"
   rho: Union[float, Schedule] = 0.0
   eta: float = 0.0
   asam_biases: bool = False
+  clip_norm: float = 0.0
 
   def __post_init__(self):
     if self.gradient not in sam.GRADIENTS:
@@ -75,6 +92,8 @@ class ClientOptimizer:
       raise ValueError(f"the SAM radius rho must be >= 0, got {self.rho}")
     if self.eta < 0:
       raise ValueError(f"the ASAM eta must be >= 0, got {self.eta}")
+    if self.clip_norm < 0:
+      raise ValueError(f"the gradient clipping norm must be >= 0, got {self.clip_norm}")
 
   @property
   def is_sam(self) -> bool:
@@ -101,18 +120,20 @@ class ClientOptimizer:
     return optax.apply_updates(params, updates), opt_state
 
   def value_and_grad(self, loss_fn, params, *args, round_idx=0, round_info=None):
-    """`((loss, aux), grads)`: the plain gradient, or SAM's `g_s`; value and aux at `params`.
-    An algorithm's local step passes its `round_info` (the round index and the round's radius,
-    `hparams`); `round_idx` alone serves a direct call."""
+    """`((loss, aux), grads)`: the plain gradient, or SAM's `g_s`; value and aux at `params`;
+    clipped to `clip_norm` when that is > 0. An algorithm's local step passes its `round_info`
+    (the round index and the round's radius, `hparams`); `round_idx` alone serves a direct
+    call."""
     if not self.is_sam:
-      return jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
+      value, grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
+      return value, clip_by_global_norm(grads, self.clip_norm)
     if round_info is not None:
       round_idx = round_info.round
     value, _, perturbed = sam.sam_value_and_grad(
         loss_fn, params, *args, rho=self.rho_at(round_idx, round_info),
         adaptive=self.gradient == "asam",
         eta=self.eta, scale_biases=self.asam_biases)
-    return value, perturbed
+    return value, clip_by_global_norm(perturbed, self.clip_norm)
 
 
 def as_client_optimizer(optimizer: Any) -> ClientOptimizer:

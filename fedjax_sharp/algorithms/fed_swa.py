@@ -1,0 +1,268 @@
+"""FedSWA and FedMoSWA (Liu, Liu, Shang, Liu, Liu, Feng, ICML 2025, "Improving Generalization
+in Federated Learning with Highly Heterogeneous Data via Momentum-Based Stochastic Controlled
+Weight Averaging"; PMLR 267:38894-38939, arXiv:2507.20016).
+
+FedSWA averages no client weights: its "SWA" is a cyclic local learning rate, restarted every
+round and decayed linearly within it from eta to rho * eta, plus a LookAhead-style server step.
+Client m of round t starts from y_0 = w^t with a fresh optimiser and takes K = K_m steps:
+
+    eta_k   = s * eta_t * (1 - (1 - rho) k / K)          = s eta_t ((1 - k/K) + rho k/K)
+    y_{k+1} = y_k - eta_k * opt(clip(g(y_k)) [- c_i + m])     k = 0 .. K - 1
+    upload  Delta_m = w^t - y_K          (the code's delta with the opposite sign)
+
+    server  w^{t+1} = w^t + alpha * sum_m p_m (y_{m,K} - w^t)  (alpha > 1 extrapolates)
+
+`eta_t` is the round's client learning rate (`local.lr` decayed per round), `s` the variant's
+peak factor (below), `p_m` the engine's aggregation weights (uniform 1/|N_t| in the paper and
+the code, whose clients all hold n_m = 500 examples: use `aggregation='uniform'` for the paper's
+mean). The step index k counts the client's real steps (masked steps advance nothing), so
+ragged clients each run their own schedule over their own K_m.
+
+FedMoSWA adds SCAFFOLD's control variates with a momentum on the server's (the bracket above;
+clients indexed by i as in the paper, m being the server's control). The server keeps w and m
+(0 at start), client i keeps c_i (0 at start, the engine's client table, keyed by client id).
+After its K_i steps the client applies option II with the round's own step sum
+(`scaffold.option_ii_control_delta`):
+
+    S_i     = sum_k eta_k = s eta_t (K_i (1 + rho) + (1 - rho)) / 2
+    c_i^+   = c_i - m + (w^t - y_K) / S_i,   keeps c_i^+,
+    upload  (w^t - y_K,  c_i^+ - m)
+    server  m <- m + gamma * (1/|N_t|) sum_{i in N_t} (c_i^+ - m)      (a uniform cohort mean)
+            w^{t+1} = w^t + alpha * sum_i p_i (y_{i,K} - w^t)
+
+Reductions (tests/test_fed_swa.py): FedSWA with rho = 1 and alpha = 1 is FedAvg; FedMoSWA
+with full participation, gamma = 1, rho = 1 and alpha = 1 is SCAFFOLD (option II, the server
+state equal to SCAFFOLD's: m = mean c_i^+ = SCAFFOLD's c); its first round (zero controls)
+is FedSWA's.
+
+Local optimiser (both algorithms, their own block fields, not `config.local`'s): SGD with
+momentum 0, coupled weight decay 1e-3 (`d = g + 1e-3 y`), and the raw gradient clipped to
+global L2 norm 10 before the control correction is added (PyTorch's `clip_grad_norm_`, which
+the authors' code calls between `backward()` and its edits of `.grad`; the decay term is not
+clipped). Sources: junkangLiu0/FedSWA `main_FedSWA.py` @ f725be9 (HEAD) L840/848/967 (SGD,
+weight_decay 1e-3, no momentum), L855/983 (clip 10); `main.py` @ 6f3e52c (ICML release) L2153,
+L2161.
+
+Variants (`variant`; the fields left None take the variant's value):
+
+- 'paper' (default): the rule above with s = 1; FedSWA rho = 0.1, alpha = 1.5; FedMoSWA also
+  gamma = 0.2 and the momentum rule from round 0 (m^0 = 0). Paper values are second-hand: the
+  paper's Algorithm 1 and Section 6.1 as transcribed by secondary sources (a paper-notes
+  summary, a third-party design note and a re-implementation's tests; spec
+  `new_algorithms.md` [P2]). The ICML release `main.py` implements the same FedSWA schedule
+  (L2147-2163) and server step (L1641, `--alpha`).
+- 'code': the authors' HEAD code (`main_FedSWA.py` @ f725be9). FedSWA (`update_FedSWA`,
+  L837-862): s = 2 (L848, the optimiser is rebuilt with lr*2 before every step) and rho = 0
+  (hard-coded, L842; `--rho` is ignored), so eta_k = 2 eta_t (1 - k/K); server alpha = `--lg`
+  = 1 (L1378). FedMoSWA (`--alg MoFedSWA` dispatches `update_scafplus`, L957-1005): a constant
+  in-round rate (rho = 1: S_i = K_i eta_t; L996 divides by the step cap `--K` times eta_t,
+  the same when every client runs its K steps), s = 1, server alpha = 1 (L1419), gamma = 0.4
+  hard-coded (L1408; `--gamma` is unused) and gamma = 1 in the first round (m = mean c^+,
+  L1399-1402). Setting rho with 'code' gives the code's rule with that schedule, which the
+  code itself never runs.
+
+Not reproduced from the code, by decision:
+- FedMoSWA's control variates keyed by worker slot. In the HEAD code `c_i` is an attribute of
+  the Ray actor (a cohort slot): it is saved to `c_dict[index]` (L1003-1004) but read back
+  from `ci_dict` (L478-481), which is never written, so each slot reuses the c^+ of whichever
+  client it served last; the ICML release reloads it only when a client returns to the same
+  actor (L1938-1944). The paper's c_i, the code's evident intent and the JAX engine's client
+  table are per client id; both variants key c_i by client id (spec B.2/B.6 item 6).
+- The round learning-rate schedule (HEAD: cosine over the rounds, L1796-1800; ICML: x0.998 per
+  round, L3301) is `config.local.lr_decay`'s, not the algorithm's.
+- The ICML release's FedMoSWA (`FedSWAS`) divides by K eta_t (1 + rho)/2 (L2218-2222) rather
+  than S_m; the [H-SWA] code runs a step cap `--K` (the config's `local.steps` here); BatchNorm
+  buffers inside the deltas do not arise (the library's models keep no running statistics).
+- The paper (arXiv:2507.20016) itself could not be read: the stored copies give its abstract
+  only. Its Algorithm 1, hyperparameters and tables here are second-hand (spec [P2]).
+
+Communication per sampled client: FedSWA 1 down, 1 up; FedMoSWA 2 down (w, m), 2 up.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import flax.struct
+import jax.numpy as jnp
+
+from fedjax_sharp.algorithms import common, from_config, registration, scaffold
+from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.core import hparams, tree
+from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
+
+# Presets of the fields left None, and the peak factor s of the in-round schedule.
+VARIANTS = ("paper", "code")
+FEDSWA_PRESETS = {"paper": dict(rho=0.1, alpha=1.5, peak=1.0),
+                  "code": dict(rho=0.0, alpha=1.0, peak=2.0)}
+FEDMOSWA_PRESETS = {"paper": dict(rho=0.1, alpha=1.5, gamma=0.2, peak=1.0),
+                    "code": dict(rho=1.0, alpha=1.0, gamma=0.4, peak=1.0)}
+
+Variant = Annotated[str, Field(doc="'paper' (Algorithm 1 as transcribed) or 'code' (the "
+                               "authors' HEAD code); presets the fields left None",
+                               choices=VARIANTS)]
+Rho = Annotated[float | None, Field("[0, 1]", "in-round learning rate decays linearly from eta "
+                                    "to rho * eta (None: the variant's; paper 0.1, code: FedSWA 0, "
+                                    "FedMoSWA 1)",
+                                    sweepable=True)]
+Alpha = Annotated[float | None, Field("> 0", "server step w + alpha (mean y_K - w); 1 = the "
+                                      "plain average (None: the variant's: paper 1.5, code 1)",
+                                      sweepable=True)]
+
+
+@flax.struct.dataclass
+class SWALocalState:
+  params: Any      # y_k
+  opt_state: Any   # local optimiser state (reset every round; its learning rate set per step)
+  step: Any        # int32 k, the real steps taken so far
+  num_steps: Any   # float32 K_m
+  correction: Any  # FedMoSWA: m - c_i, constant during the round; () for FedSWA
+
+
+def swa_learning_rate(eta, k, num_steps, rho, peak: float = 1.0):
+  """`peak * eta * (1 - (1 - rho) k / K)`: linear from `peak * eta` at k = 0 towards
+  `peak * rho * eta` at k = K (exactly `peak * eta` for every k when rho = 1)."""
+  frac = jnp.asarray(k, jnp.float32) / jnp.maximum(jnp.asarray(num_steps, jnp.float32), 1.0)
+  return peak * eta * (1.0 - (1.0 - rho) * frac)
+
+
+def swa_learning_rate_sum(eta, num_steps, rho, peak: float = 1.0):
+  """`sum_{k<K} swa_learning_rate(...) = peak * eta * (K (1 + rho) + (1 - rho)) / 2`
+  (K >= 1; K = 0 counts as 1, a client that took no step uploads a zero delta)."""
+  k = jnp.maximum(jnp.asarray(num_steps, jnp.float32), 1.0)
+  return peak * eta * (k * (1.0 + rho) + (1.0 - rho)) / 2.0
+
+
+def _preset(presets, variant, **given):
+  out = dict(presets[variant])
+  out.update({k: float(v) for k, v in given.items() if v is not None})
+  return out
+
+
+def _swa_algorithm(apply_fn, client_optimizer, *, controls: bool, variant: str, values: dict,
+                   peak: float, name: str) -> FederatedAlgorithm:
+  opt = common.as_client_optimizer(client_optimizer)
+  if opt.is_sam:
+    raise ValueError(f"{name} takes no SAM client optimiser (got {opt.gradient!r})")
+  values = common.hyperparameters(opt, **values)   # rho, alpha [, gamma]: round data
+  loss_fn = common.cross_entropy_loss(apply_fn)
+  first_round_mean = controls and variant == "code"
+
+  def server_init(params):
+    model = common.ServerState(params=params, opt_state=())
+    if not controls:
+      return model
+    return scaffold.ScaffoldServerState(model=model, control=tree.zeros_like(params))
+
+  def broadcast(server_state, round_info):
+    if not controls:
+      return server_state.params
+    return (server_state.params, server_state.control)
+
+  def client_init(bcast, c_m, client_info, round_info):
+    w_global = bcast[0] if controls else bcast
+    correction = scaffold.control_correction(bcast[1], c_m) if controls else ()
+    return SWALocalState(params=w_global, opt_state=opt.init(w_global, round_info.learning_rate),
+                         step=jnp.zeros((), jnp.int32),
+                         num_steps=client_info.num_steps.astype(jnp.float32),
+                         correction=correction)
+
+  def local_step(state, batch, key, round_info):
+    hp = hparams.of(round_info, values)
+    (loss, logits), grads = opt.value_and_grad(loss_fn, state.params, batch,
+                                               round_info=round_info)   # clipped here
+    if controls:
+      grads = tree.add(grads, state.correction)   # clip(g) - c_i + m
+    lr = swa_learning_rate(round_info.learning_rate, state.step, state.num_steps, hp["rho"],
+                           peak)
+    params, opt_state = opt.apply(state.params, common.with_learning_rate(state.opt_state, lr),
+                                  grads)
+    return (state.replace(params=params, opt_state=opt_state, step=state.step + 1),
+            common.step_metrics(loss, logits, batch))
+
+  def client_finalize(state, bcast, c_m, client_info, round_info):
+    delta = tree.sub(bcast[0] if controls else bcast, state.params)   # w^t - y_K
+    if not controls:
+      return delta, c_m
+    m = bcast[1]
+    hp = hparams.of(round_info, values)
+    step_sum = swa_learning_rate_sum(round_info.learning_rate, client_info.num_steps,
+                                     hp["rho"], peak)
+    c_plus = tree.add(c_m, scaffold.option_ii_control_delta(delta, m, step_sum))
+    return (delta, tree.sub(c_plus, m)), c_plus
+
+  def server_step(model, deltas_C, weights_C, alpha):
+    params = tree.axpy(-alpha, tree.weighted_sum(deltas_C, weights_C), model.params)
+    return model.replace(params=params)
+
+  def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
+    hp = hparams.of(round_info, values)
+    if not controls:
+      return server_step(server_state, uploads_C, weights_C, hp["alpha"])
+    deltas_C, control_uploads_C = uploads_C
+    gamma = hp["gamma"]
+    if first_round_mean:
+      gamma = jnp.where(round_info.round == 0, jnp.ones_like(gamma), gamma)
+    cohort = jnp.maximum(jnp.sum(mask_C.astype(jnp.float32)), 1.0)
+    control = tree.axpy(gamma / cohort, tree.weighted_sum(control_uploads_C, mask_C),
+                        server_state.control)
+    return scaffold.ScaffoldServerState(
+        model=server_step(server_state.model, deltas_C, weights_C, hp["alpha"]),
+        control=control)
+
+  return FederatedAlgorithm(
+      name=name, server_init=server_init,
+      client_state_init=tree.zeros_like if controls else (lambda params: ()),
+      broadcast=broadcast, client_init=client_init, local_step=local_step,
+      client_finalize=client_finalize, server_update=server_update,
+      eval_params=lambda server_state: server_state.params,
+      communication=Communication(down=2, up=2) if controls else Communication(down=1, up=1),
+      hparams=values)
+
+
+@checked
+def fed_swa(apply_fn: common.ApplyFn, client_optimizer, rho: Rho = None, alpha: Alpha = None,
+            variant: Variant = "paper", name: str = "fedswa") -> FederatedAlgorithm:
+  """FedSWA: cyclic in-round learning rate and the server step w + alpha (mean y_K - w)."""
+  p = _preset(FEDSWA_PRESETS, variant, rho=rho, alpha=alpha)
+  return _swa_algorithm(apply_fn, client_optimizer, controls=False, variant=variant,
+                        values=dict(rho=p["rho"], alpha=p["alpha"]), peak=p["peak"], name=name)
+
+
+@checked
+def fed_moswa(apply_fn: common.ApplyFn, client_optimizer, rho: Rho = None, alpha: Alpha = None,
+              gamma: Annotated[float | None, Field(
+                  "(0, 1]", "momentum of the server control m <- m + gamma mean(c^+ - m) "
+                  "(None: the variant's: paper 0.2, code 0.4 and 1 in round 0)",
+                  sweepable=True)] = None,
+              variant: Variant = "paper", name: str = "fedmoswa") -> FederatedAlgorithm:
+  """FedMoSWA: FedSWA with per-client controls c_m and the server's momentum control m."""
+  p = _preset(FEDMOSWA_PRESETS, variant, rho=rho, alpha=alpha, gamma=gamma)
+  return _swa_algorithm(apply_fn, client_optimizer, controls=True, variant=variant,
+                        values=dict(rho=p["rho"], alpha=p["alpha"], gamma=p["gamma"]),
+                        peak=p["peak"], name=name)
+
+
+def _swa_client(config, name, *,
+                momentum: registration.OwnMomentum = 0.0,
+                weight_decay: Annotated[float, Field(
+                    ">= 0", "coupled weight decay of the local SGD (the authors' code: 1e-3; "
+                    "local.weight_decay is not used)")] = 1e-3,
+                clip_norm: Annotated[float, Field(
+                    ">= 0", "clip the raw local gradient to this global L2 norm before the "
+                    "correction (the authors' code: 10); 0: no clipping")] = 10.0):
+  """The FedSWA family's local optimiser: SGD, its own momentum, weight decay and clipping."""
+  return from_config.client_optimizer_from_config(
+      config, own_momentum=float(momentum), own_weight_decay=float(weight_decay),
+      clip_norm=float(clip_norm), gradient="sgd", owner=name)
+
+
+_PAPER = ('"Improving Generalization in Federated Learning with Highly Heterogeneous Data via '
+          'Momentum-Based Stochastic Controlled Weight Averaging"')
+
+registration.register("fedswa", fed_swa, client=_swa_client, server_step="algorithm.fedswa.alpha",
+                      title="FedSWA", paper=f"Liu et al., {_PAPER}, ICML 2025")
+registration.register("fedmoswa", fed_moswa, client=_swa_client,
+                      server_step="algorithm.fedmoswa.alpha", title="FedMoSWA",
+                      paper=f"Liu et al., {_PAPER}, ICML 2025")
+build_fed_swa = registration.builder("fedswa")
+build_fed_moswa = registration.builder("fedmoswa")
