@@ -26,8 +26,10 @@ def _setup(seed):
 
 
 def _clip(g, max_norm):
+  """PyTorch's clip_grad_norm_: g * max / (||g|| + 1e-6) when that factor is below 1."""
   n = ref.norm(g)
-  return (ref.scale(max_norm / n, g), 1) if max_norm and n > max_norm else (g, 0)
+  factor = max_norm / (n + 1e-6) if max_norm else 1.0
+  return (ref.scale(factor, g), 1) if factor < 1.0 else (g, 0)
 
 
 def _reference(variant, data, sampler, params, rho, gamma, clip_norm):

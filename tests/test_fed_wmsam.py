@@ -70,8 +70,8 @@ def _reference(params, data, sampler, *, rho, alpha, smoothing, decay, max_norm,
         e = _perturbation(variant, ref.sub(target, xb), rho)
         g = ref.ce_grad(ref.add(xb, e), xs, ys, mask)
         direction = ref.add(ref.scale(alpha, g), ref.scale(1 - alpha, m_k))
-        if max_norm and ref.norm(direction) > max_norm:
-          direction = ref.scale(max_norm / ref.norm(direction), direction)
+        if max_norm and max_norm / (ref.norm(direction) + 1e-6) < 1.0:   # torch's clip
+          direction = ref.scale(max_norm / (ref.norm(direction) + 1e-6), direction)
         xb = ref.sub(xb, ref.scale(lr, ref.add(direction, ref.scale(WD, xb))))
         target = ref.add(target, m_k)
       upload = ref.sub(xb, x)                                  # Delta_k = x_K - x^r

@@ -59,9 +59,9 @@ Defaults, all from the HEAD code (the paper's are unknown): gamma 0.85 (client e
 hard-coded at L1099, server momentum at L1319; one field here, both N2 values equal); rho 0.05
 (hard-coded at L1100: the README's `--rho` is ignored by the workers); client SGD with
 momentum 0 and coupled weight decay 1e-3; clipping of the SAM gradient at global norm 10
-(n1/n2; n3/n4 have none: `clip_norm=None` takes the variant's). The clip follows
-`optax.clip_by_global_norm` (no change below the threshold; PyTorch's `clip_grad_norm_` divides
-by `norm + 1e-6` above it). Not part of the algorithm and left to the config: the round learning
+(n1/n2; n3/n4 have none: `clip_norm=None` takes the variant's). The clip is PyTorch's
+`clip_grad_norm_`, the code's (`core.optimizers.clip_by_global_norm`: `max / (norm + 1e-6)`,
+capped at 1). Not part of the algorithm and left to the config: the round learning
 rate (HEAD: cosine `0.5 eta_0 (1 + cos(pi t / T))` over T = 301 rounds, eta_0 = 0.1; July:
 `eta_0 0.998^(t+1)`), K = 50 local steps (E = 5 epochs of B = 50 capped at `args.K`), 10 of
 100 clients, uniform weights. The code averages BatchNorm running statistics with everything
@@ -78,11 +78,10 @@ from typing import Annotated, Any
 
 import flax.struct
 import jax.numpy as jnp
-import optax
 
 from fedjax_sharp.algorithms import common, from_config, registration
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
-from fedjax_sharp.core import hparams, sam, tree
+from fedjax_sharp.core import hparams, optimizers, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 
 VARIANTS = ("n2", "n1", "n3", "n4")
@@ -100,15 +99,6 @@ class FedNSAMLocalState:
   params: Any     # y_k
   opt_state: Any  # local SGD (reset every round)
   momentum: Any   # n3/n4: m^t, constant during the round; () for n1/n2
-
-
-def clip_by_global_norm(grads, max_norm: float):
-  """`grads` scaled to global L2 norm `max_norm` when above it (`optax.clip_by_global_norm`);
-  `max_norm = 0` leaves them as they are."""
-  if not max_norm:
-    return grads
-  clipped, _ = optax.clip_by_global_norm(max_norm).update(grads, optax.EmptyState())
-  return clipped
 
 
 @checked
@@ -163,7 +153,7 @@ def fed_nsam(apply_fn: common.ApplyFn, client_optimizer, *,
       if variant == "n4":                                               # - rho m / ||m||
         e = tree.axpy(-hp["rho"], tree.normalize(state.momentum, N4_NORM_EPS), e)
       (loss, logits), grads = sam.grad_at(loss_fn, state.params, e, batch)
-    grads = clip_by_global_norm(grads, clip_norm)
+    grads = optimizers.clip_by_global_norm(grads, clip_norm)
     return common.optimizer_step(opt, state, grads), common.step_metrics(loss, logits, batch)
 
   def client_finalize(state, bcast, client_state, client_info, round_info):

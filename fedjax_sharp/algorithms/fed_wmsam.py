@@ -29,9 +29,9 @@ client learning rate (`local.lr * local.lr_decay**r`, 0.998 in the authors' code
 default). `mean_k value_k` is uniform over the cohort (the code's `np.mean`); `p_k` are the
 engine's weights (uniform in the code, `torch.mean`; equal with `data.weighting='uniform'` or
 equal client sizes). `K_k` is the client's real step count (the code: `local_epochs * n_0 / B`
-from client 0's size, the same when clients are equal). Clipping uses optax's
-`clip_by_global_norm` (`G max/||G||` above the bound; torch's `clip_grad_norm_` divides by
-`||G|| + 1e-6`). Cohorts are the engine's (fixed size, uniform without replacement); the code
+from client 0's size, the same when clients are equal). Clipping is torch's
+`clip_grad_norm_`, the code's (`core.optimizers.clip_by_global_norm`: `G max / (||G|| + 1e-6)`
+above the bound). Cohorts are the engine's (fixed size, uniform without replacement); the code
 draws each client with probability `active_ratio` (server.py L66-76), so its cohort size varies.
 
 Sources. Code: `Huang-Yongzhi/NeurlPS_FedWMSAM` @ a922a1d5c485e446722c6e82a845f3e77f22f3a4:
@@ -90,7 +90,7 @@ from fedjax_sharp.algorithms.fed_cm import momentum_mix
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.algorithms.scaffold import (option_ii_control_delta, server_control_update,
                                               constant_step_sum)
-from fedjax_sharp.core import hparams, sam, tree
+from fedjax_sharp.core import hparams, optimizers, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 
 VARIANTS = ("paper", "code_exact", "code_intended")
@@ -185,7 +185,6 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
   server_optimizer = server_optimizer or optax.sgd(1.0)
   loss_fn = common.cross_entropy_loss(apply_fn)
   values = common.hyperparameters(opt, rho=rho)
-  clip = optax.clip_by_global_norm(max_grad_norm) if max_grad_norm > 0 else None
 
   def server_init(params):
     return FedWMSAMServerState(model=common.server_opt_init(server_optimizer, params),
@@ -213,8 +212,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
     e = perturbation(variant, tree.sub(state.target, state.params), rho_r)
     (loss, logits), grads = sam.grad_at(loss_fn, state.params, e, batch)
     direction = momentum_mix(state.alpha, grads, state.momentum)
-    if clip is not None:
-      direction, _ = clip.update(direction, clip.init(direction))
+    direction = optimizers.clip_by_global_norm(direction, max_grad_norm)   # 0: no clipping
     state = common.optimizer_step(opt, state, direction)
     return (state.replace(target=tree.add(state.target, state.momentum)),
             common.step_metrics(loss, logits, batch))
