@@ -107,7 +107,7 @@ def test_gan_task_trains_through_the_loop_and_saves_grids(tmp_path):
   assert np.isfinite(float(metrics["loss_sum"]))
   fd = task.evaluate(server.params)["frechet_distance"]
   assert np.isfinite(fd) and fd != fd0
-  task.extras["artifacts"](server.params, str(tmp_path), "test")
+  task.artifacts(server.params, str(tmp_path), "test")
   assert (tmp_path / "samples_test.png").stat().st_size > 500
   # The generator's gradient is the non-saturating loss's; the discriminator ascends f_D.
   grads, value = task.gradients(server.params, {"x": task.preprocess(

@@ -341,7 +341,7 @@ def test_one_run_of_a_word_lstm_experiment(tmp_path):
   c.local.epochs, c.local.batch_size = 1, 4
   c.eval.every, c.eval.last_n = 1, 1
   c.engine.client_strategy, c.engine.local_loop = "vmap", "rolled"
-  config_lib.validate(c)
+  c = config_lib.prepare(c)
   exp = build_classification_experiment(c, dataset=ds)
   assert exp.model.__class__.__name__ == "WordLSTM"
   assert loop.run(c, str(tmp_path / "run"), progress=False, experiment=exp)["status"] == (

@@ -109,12 +109,13 @@ def _value_type(annotation) -> type:
 
 @functools.lru_cache(maxsize=None)
 def _fields_cached(fn) -> tuple[Hyperparameter, ...]:
-  hints = typing.get_type_hints(fn, include_extras=True)
+  params = inspect.signature(fn).parameters
   out = []
-  for p in inspect.signature(fn).parameters.values():
-    hint = hints.get(p.name)
-    if typing.get_origin(hint) is not typing.Annotated:
+  # Annotations come in definition order (the signature's), the return type last.
+  for name, hint in typing.get_type_hints(fn, include_extras=True).items():
+    if name not in params or typing.get_origin(hint) is not typing.Annotated:
       continue
+    p = params[name]
     meta = [m for m in typing.get_args(hint)[1:] if isinstance(m, Field)]
     if not meta:
       continue
@@ -177,8 +178,9 @@ def checked(fn: Callable) -> Callable:
   def wrapper(*args, **kwargs):
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
-    prefix = f"algorithm.{bound.arguments.get('name', fn.__name__)}"
+    label = bound.arguments["name"] if "name" in sig.parameters else fn.__name__
+    prefix = f"algorithm.{label}"
     for name, h in fields(fn).items():
-      check_value(prefix, h, bound.arguments.get(name))
+      check_value(prefix, h, bound.arguments[name])
     return fn(*args, **kwargs)
   return wrapper

@@ -148,7 +148,7 @@ def minimax_algorithm(task, optimizers: PlayerOptimizers, *, rule: str = "fess_g
       snapshot = tree.where(refresh, x, server_state.snapshot)
     return MinimaxServerState(params={"x": x, "y": y}, z=z, snapshot=snapshot)
 
-  sizes = task.extras.get("param_sizes")
+  sizes = task.param_sizes
   down = 1.0
   if plus and sizes:
     down = 1.0 + sizes["x"] / (sizes["x"] + sizes["y"])

@@ -99,4 +99,4 @@ def fair_classification(dataset, client_indices, apply_fn, init_model_params, *,
       train_data=TrainData(jnp.asarray(dataset.x_train), jnp.asarray(dataset.y_train)),
       client_indices=client_indices, evaluate=evaluate, primary_metric="worst_class_accuracy",
       higher_is_better=True, preprocess=preprocess or (lambda xb, key: xb.astype(jnp.float32)),
-      extras={"param_sizes": sizes, "class_counts": counts, "lambda": lam})
+      param_sizes=sizes, extras={"class_counts": counts, "lambda": lam})

@@ -206,5 +206,5 @@ def gan_task(dataset, client_indices, *, cache_path: str = "", fd_samples: int =
       train_data=TrainData(jnp.asarray(dataset.x_train), jnp.asarray(dataset.y_train)),
       client_indices=client_indices, evaluate=evaluate, primary_metric="frechet_distance",
       higher_is_better=False, preprocess=to_unit_range,
-      extras={"param_sizes": sizes, "artifacts": artifacts,
-              "feature_classifier_accuracy": clf_accuracy})
+      param_sizes=sizes, artifacts=artifacts,
+      extras={"feature_classifier_accuracy": clf_accuracy})

@@ -39,17 +39,17 @@ def l2_ball(y, radius: float = 1.0):
   return jax.tree.map(lambda a: a * scale, y)
 
 
-def make(name: str, **kwargs) -> Callable:
+def make(name: str, low: float = -1.0, high: float = 1.0, radius: float = 1.0) -> Callable:
   """The projection called `name` with its parameters (box: low, high; simplex, l2_ball: radius)."""
   if name == "identity":
     return identity
   if name == "box":
-    low, high = float(kwargs.get("low", -1.0)), float(kwargs.get("high", 1.0))
+    low, high = float(low), float(high)
     return lambda y: jax.tree.map(lambda a: box(a, low, high), y)
   if name == "simplex":
-    radius = float(kwargs.get("radius", 1.0))
+    radius = float(radius)
     return lambda y: jax.tree.map(lambda a: simplex(a, radius), y)
   if name == "l2_ball":
-    radius = float(kwargs.get("radius", 1.0))
+    radius = float(radius)
     return lambda y: l2_ball(y, radius)
   raise ValueError(f"projection={name!r} is not one of {list(PROJECTIONS)}")

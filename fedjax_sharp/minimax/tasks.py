@@ -46,6 +46,11 @@ class MinimaxTask:
   higher_is_better: bool = False
   preprocess: Callable = lambda x, key: x  # (x_batch, key) -> features, inside jit
   solution: Any = None                # the known saddle point {'x', 'y'} (test problems)
+  # {'x': n, 'y': n} parameter counts of the two players (neural tasks): the communication
+  # count of algorithms that send x twice (None: equal weights).
+  param_sizes: dict | None = None
+  # (params, directory, tag) -> None: writes task artifacts (GAN sample grids), or None.
+  artifacts: Callable | None = None
   extras: dict = dataclasses.field(default_factory=dict)
 
 

@@ -12,6 +12,7 @@ from ml_collections import config_dict
 from fedjax_sharp.algorithms.hyperparameters import check
 from fedjax_sharp.models import registry
 from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS, is_minimax
+from fedjax_sharp.training.fields import aggregation as resolved_aggregation
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
 # (`training.fields`); the algorithm blocks' fields are documented by their factories.
@@ -85,14 +86,23 @@ def resolved_model_options(config) -> tuple[str, str]:
                                            clients=int(config.clients_per_round))
 
 
+def prepare(config) -> ml_collections.ConfigDict:
+  """The config a run executes: `validate`d (a bad value is one line naming its field), then
+  a copy with every 'auto' that decides the numbers resolved for this backend
+  (`resolved_setting`: `aggregation`, `model.compute_dtype`, `model.conv_impl`). The experiment
+  builders read those fields as they stand and config.json records them, so 'auto' is resolved
+  in this one place. Idempotent."""
+  validate(config)
+  return resolved_setting(config)
+
+
 def resolved_setting(config) -> ml_collections.ConfigDict:
   """A copy of `config` with `model.compute_dtype` and `model.conv_impl` resolved for the
   default backend (`resolved_model_options`): what config.json records, so that a run started
   in bfloat16 on a GPU is not resumed in float32 on a CPU. A minimax task builds its own
   players, so only its dtype is resolved. `aggregation='auto'` is resolved too
   (`fields.aggregation`)."""
-  from fedjax_sharp.training import fields   # pylint: disable=g-import-not-at-top
-  aggregation = fields.aggregation(config)
+  aggregation = resolved_aggregation(config)
   config = ml_collections.ConfigDict(config.to_dict())
   config.aggregation = aggregation
   if "model" in config:

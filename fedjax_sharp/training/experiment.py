@@ -1,7 +1,7 @@
 """An experiment built from a config: data, partition, model, algorithm, engine, sampler and the
 evaluator, ready for `training.loop.run` (classification; minimax tasks: `minimax_experiment`).
 
-    exp = build_classification_experiment(config)     # config already validated
+    exp = build_classification_experiment(config_lib.prepare(config))   # validated, resolved
     server_state, client_table = exp.engine.init(exp.init_params)
 """
 from __future__ import annotations
@@ -17,8 +17,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
-from fedjax_sharp.training import fields as fields_lib
-from fedjax_sharp.training.config import resolved_model_options
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core import feeding, losses, privacy, sharding, tree
@@ -171,9 +169,7 @@ def apply_privacy(config, algorithm: FederatedAlgorithm, params, population: int
   `dp.enabled` (`core.privacy.with_dp`; with `dp.target_epsilon`, the noise multiplier solved
   over `config.rounds` rounds), and the accounting of whatever mechanism it then applies (an
   algorithm may apply its own, DP-FedSAM); None without DP."""
-  dp = config.get("dp")
-  if dp is None:
-    return algorithm, None
+  dp = config.dp
   setting = functools.partial(privacy.AccountingSetting, cohort=int(config.clients_per_round),
                               population=int(population), delta=float(dp.delta),
                               accountant=str(dp.accountant))
@@ -198,16 +194,17 @@ def apply_privacy(config, algorithm: FederatedAlgorithm, params, population: int
 
 
 def build_classification_experiment(config, dataset=None) -> Experiment:
-  """Everything a classification run needs, from a validated config. `dataset`: an already
-  loaded dataset of `config.data` (sweeps load it once for all their experiments)."""
+  """Everything a classification run needs, from a prepared config (`config.prepare`: validated,
+  'auto' resolved). `dataset`: an already loaded dataset of `config.data` (sweeps load it once
+  for all their experiments)."""
   if dataset is None:
     dataset = data_lib.load_dataset(config.data)
   client_indices = data_lib.partition_dataset(dataset, config.data, seed=config.seed)
   root = jax.random.key(config.seed)
-  # 'auto' resolves for the default backend (core/backends.py: bfloat16 on GPU/TPU, float32 on
-  # CPU; 'matmul' convolutions only where measured faster), logged once.
+  # 'auto' was resolved for the default backend by `config.prepare` (core/backends.py: bfloat16
+  # on GPU/TPU, float32 on CPU; 'matmul' convolutions only where measured faster).
   fields = model_fields(config, dataset)
-  compute_dtype, conv_impl = resolved_model_options(config)
+  compute_dtype, conv_impl = str(config.model.compute_dtype), str(config.model.conv_impl)
   model = model_registry.get_model(config.model.name, dataset.num_classes, conv_impl=conv_impl,
                                    **fields)
   apply_fn = model_registry.with_compute_dtype(
@@ -237,7 +234,7 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                            config.clients_per_round))
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
-                          seed=config.seed, weighting=fields_lib.aggregation(config))
+                          seed=config.seed, weighting=str(config.aggregation))
   feeder = feeding.make_feeder(dataset.x_train, dataset.y_train, sampler.build,
                                mode=str(config.data.feed),
                                device_budget_bytes=int(config.data.device_budget_mb) * 2 ** 20)

@@ -354,15 +354,18 @@ def _algorithm_blocks(config) -> None:
     registry.ALGORITHMS[config.algorithm.name].check_server(config)
 
 
+def own_privacy(config) -> bool:
+  """Whether the selected algorithm applies its own clipping and noise (DP-FedSAM:
+  `Registration.private`)."""
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  name = config.algorithm.name
+  return not is_minimax(config) and name in ALGORITHMS and ALGORITHMS[name].private
+
+
 def private(config) -> bool:
   """Whether the run applies client-level DP: `dp.enabled`, or an algorithm that applies its
-  own (DP-FedSAM: `Registration.private`)."""
-  from fedjax_sharp.algorithms.registry import ALGORITHMS
-  dp = config.get("dp")
-  if dp is not None and dp.enabled:
-    return True
-  registration = ALGORITHMS.get(config.algorithm.name)
-  return bool(registration and registration.private and not is_minimax(config))
+  own."""
+  return bool(config.dp.enabled) or own_privacy(config)
 
 
 def aggregation(config) -> str:
@@ -376,15 +379,11 @@ def aggregation(config) -> str:
 
 @rule
 def _privacy(config) -> None:
-  from fedjax_sharp.algorithms.registry import ALGORITHMS
-  dp = config.get("dp")
-  if dp is None:
-    return
+  dp = config.dp
   if dp.enabled:
     _check(not is_minimax(config), "dp.enabled", f"applies to classification; task.name="
            f"{config.task.name!r} (minimax) has no DP mechanism: leave it False")
-    registration = ALGORITHMS.get(config.algorithm.name)
-    _check(not (registration and registration.private), "dp.enabled",
+    _check(not own_privacy(config), "dp.enabled",
            f"algorithm.name={config.algorithm.name!r} applies its own clipping and noise "
            f"(config.algorithm.{config.algorithm.name}): leave dp.enabled False")
     _check(dp.noise_multiplier == 0 or math.isfinite(dp.clip_norm), "dp.clip_norm",

@@ -40,14 +40,14 @@ __all__ = ["AVERAGE_PARAMS", "Experiment", "FINAL_PARAMS", "Progress", "RoundAna
 
 
 def build_experiment(config, dataset=None) -> Experiment:
-  """Everything a run needs, from the config (validated here). `dataset`: an already loaded
+  """Everything a run needs, from the config (validated and its 'auto' fields resolved here:
+  `config.prepare`; `Experiment.config` is that prepared copy). `dataset`: an already loaded
   dataset of `config.data` (sweeps load it once for all their experiments; classification
   only)."""
-  config_lib.validate(config)
-  return _build_validated(config, dataset)
+  return _build_prepared(config_lib.prepare(config), dataset)
 
 
-def _build_validated(config, dataset=None) -> Experiment:
+def _build_prepared(config, dataset=None) -> Experiment:
   if config_lib.is_minimax(config):
     return minimax_experiment.build_experiment(config)
   return build_classification_experiment(config, dataset)
@@ -128,11 +128,14 @@ def run(config, workdir: str | None = None, progress: bool = True,
 def _run_locked(config, workdir, checkpoint_workdir, progress, experiment) -> dict:
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
   with lock:
+    # 'auto' resolved once (`config.prepare`), after the lock: resolving starts the backend,
+    # and a second run into the same workdir must meet the lock first.
+    config = config_lib.resolved_setting(config)
     if workdir:
       workdir_lib.check_setting(workdir, config)
     started_from = provenance()   # the code at the start: a checkout moved later changes nothing
     t_build = time.time()
-    exp = experiment or _build_validated(config)
+    exp = experiment or _build_prepared(config)
     r = RunRecorder(config, workdir, exp, time.time() - t_build, progress,
                     checkpoint_workdir=checkpoint_workdir, run_provenance=started_from)
     status = "failed"

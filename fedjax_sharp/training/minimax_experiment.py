@@ -21,7 +21,6 @@ from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 from fedjax_sharp.minimax import tasks as tasks_lib
 from fedjax_sharp.minimax.algorithms import build_minimax_algorithm
-from fedjax_sharp.training import fields
 from fedjax_sharp.training.experiment import STREAM_INIT, Experiment, make_preprocess
 
 
@@ -59,6 +58,7 @@ def build_task(config):
 
 
 def build_experiment(config) -> Experiment:
+  """A minimax run's experiment, from a prepared config (`config.prepare`)."""
   task, dataset = build_task(config)
   algorithm = build_minimax_algorithm(config, task)
   execution = ExecutionConfig.from_config(config.engine)
@@ -69,7 +69,7 @@ def build_experiment(config) -> Experiment:
                           1 if toy else config.local.batch_size,
                           local_epochs=config.local.epochs,
                           local_steps=max(config.local.steps, 1) if toy else config.local.steps,
-                          seed=config.seed, weighting=fields.aggregation(config))
+                          seed=config.seed, weighting=str(config.aggregation))
   params = task.init_params(jax.random.fold_in(jax.random.key(config.seed), STREAM_INIT))
   return Experiment(
       config=config, dataset=dataset, client_indices=task.client_indices, model=None,
@@ -77,4 +77,4 @@ def build_experiment(config) -> Experiment:
       train_data=task.train_data, init_params=params, evaluate=task.evaluate,
       model_bytes=tree.num_bytes(params), eval_preprocess=task.preprocess,
       metric=task.primary_metric, higher_is_better=task.higher_is_better,
-      artifacts=task.extras.get("artifacts"))
+      artifacts=task.artifacts)

@@ -14,6 +14,7 @@ import time
 from absl import logging
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
 from fedjax_sharp import data as data_lib
@@ -76,7 +77,7 @@ class RunRecorder:
     execution = exp.engine.execution
     # One short INFO line per run; the whole set-up (cohort shape, every engine field, the
     # device layout) with --verbose.
-    dtype = (f", {config_lib.resolved_model_options(config)[0]}"
+    dtype = (f", {config.model.compute_dtype}"
              if exp.dataset is not None else "")
     logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s", config.name,
                  exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
@@ -143,9 +144,9 @@ class RunRecorder:
     restored = self._restore()
     if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
       shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
-    # 'auto' model options as they resolved on this backend (what ran; resume compares it).
-    resolved = config_lib.resolved_setting(config)
-    if exp.accounting is not None and config.get("dp") and config.dp.target_epsilon is not None:
+    # The prepared config: 'auto' as it resolved on this backend (what ran; resume compares it).
+    resolved = ml_collections.ConfigDict(config.to_dict())
+    if exp.accounting is not None and config.dp.target_epsilon is not None:
       resolved.dp.noise_multiplier = exp.accounting.noise_multiplier   # the solved sigma
     metrics_lib.atomic_write_text(
         os.path.join(workdir, "config.json"),
@@ -277,7 +278,7 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
   if exp.accounting is not None:
     # epsilon(delta) after the last recorded round, and how it was accounted.
     from fedjax_sharp.core import privacy  # pylint: disable=g-import-not-at-top
-    summary["dp_epsilon"] = records[-1].get("dp_epsilon") if records else None
+    summary["dp_epsilon"] = records[-1]["dp_epsilon"] if records else None
     summary["dp"] = privacy.describe(exp.accounting)
   if averaged_models is not None:
     # Fewer than eval.average_last when the run resumed inside that window.

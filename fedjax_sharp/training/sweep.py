@@ -52,7 +52,12 @@ SWEEP_FIELDS = ("seed", "local.lr", "local.lr_decay")
 
 def sweep_fields(config) -> tuple[str, ...]:
   """SWEEP_FIELDS plus the sweepable hyperparameters of `config`'s algorithm."""
-  return SWEEP_FIELDS + SWEEPABLE.get(str(config.algorithm.name), ())
+  return SWEEP_FIELDS + sweepable(config)
+
+
+def sweepable(config) -> tuple[str, ...]:
+  """The config paths of `config`'s algorithm's sweepable hyperparameters (`SWEEPABLE`)."""
+  return SWEEPABLE.get(str(config.algorithm.name), ())
 
 
 def check_compatible(configs: Sequence) -> None:
@@ -82,7 +87,7 @@ def swept_hyperparameters(configs: Sequence) -> dict[str, list[float]]:
   is set in some configs and left to the builder's default in others is refused: its value in
   the latter is not in the config."""
   out = {}
-  for path in SWEEPABLE.get(str(configs[0].algorithm.name), ()):
+  for path in sweepable(configs[0]):
     values = []
     for c in configs:
       try:
@@ -157,8 +162,8 @@ def run_sweep(configs: Sequence, workdirs: Sequence[str | None] | None = None,
     t_build = time.time()
     exps = build_experiments(configs)
     build_time = time.time() - t_build
-    recorders = [recorder_lib.RunRecorder(c, w, x, build_time, progress and e == 0)
-                 for e, (c, w, x) in enumerate(zip(configs, workdirs, exps))]
+    recorders = [recorder_lib.RunRecorder(x.config, w, x, build_time, progress and e == 0)
+                 for e, (w, x) in enumerate(zip(workdirs, exps))]
     status = ["running"] * len(recorders)
     summaries: list[dict | None] = [None] * len(recorders)
     try:
