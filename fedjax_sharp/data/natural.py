@@ -142,12 +142,10 @@ class LMVocabulary(text_lib.Vocabulary):
     """K: the characters / words, special ids not included (fedjax's `vocab_size`)."""
     return len(self.symbols)
 
-  def id(self, token: str) -> int:
-    return self._ids.get(token, self.oov_id)
-
-  def ids(self, tokens: Iterable[str]) -> list[int]:
-    get, oov = self._ids.get, self.oov_id
-    return [get(t, oov) for t in tokens]
+  @property
+  def unknown_id(self) -> int:
+    """Unknown symbols map to OOV (`text.Vocabulary.id` / `ids` read this)."""
+    return self.oov_id
 
   def __repr__(self) -> str:
     return f"LMVocabulary(kind={self.kind!r}, size={self.size})"

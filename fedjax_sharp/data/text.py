@@ -85,12 +85,17 @@ class Vocabulary:
   def __repr__(self) -> str:
     return f"Vocabulary(size={self.size}, min_count={self.min_count})"
 
+  @property
+  def unknown_id(self) -> int:
+    """The id of a token not in the vocabulary: '<unk>' here (a subclass may differ)."""
+    return UNK_ID
+
   def id(self, token: str) -> int:
-    return self._ids.get(token, UNK_ID)
+    return self._ids.get(token, self.unknown_id)
 
   def ids(self, tokens: Iterable[str]) -> list[int]:
-    get = self._ids.get
-    return [get(t, UNK_ID) for t in tokens]
+    get, unknown = self._ids.get, self.unknown_id
+    return [get(t, unknown) for t in tokens]
 
   def to_json(self) -> dict:
     return {"format": FORMAT, "version": VERSION, "tokenizer": TOKENIZER,
