@@ -5,6 +5,7 @@ import json
 import pytest
 
 from fedjax_sharp.data import json_files
+from fedjax_sharp.data import text
 from fedjax_sharp.errors import DataError
 
 Key = json_files.Key
@@ -52,3 +53,14 @@ def test_each_problem_is_one_line_naming_the_file_and_the_key(tmp_path):
   assert "not valid JSON" in error(write(tmp_path, "{oops", "bad.json"))
   assert "cannot be read" in error(str(tmp_path / "absent.json"))
 
+
+def test_vocabulary_without_optional_keys_reads_with_the_defaults(tmp_path):
+  path = write(tmp_path, {"format": text.FORMAT, "version": text.VERSION,
+                          "tokens": ["<pad>", "<unk>", "a"]})
+  v = text.load_vocabulary(path)
+  assert v.tokens == ("<pad>", "<unk>", "a") and (v.min_count, v.max_size) == (1, 0)
+  assert v.ids(["a", "b"]) == [2, text.UNK_ID]
+  bad = write(tmp_path, {"format": text.FORMAT, "version": text.VERSION, "tokens": ["<pad>"],
+                         "min_count": "2"}, "bad.json")
+  with pytest.raises(DataError, match="'min_count' must be an integer"):
+    text.load_vocabulary(bad)
