@@ -64,3 +64,17 @@ def test_vocabulary_without_optional_keys_reads_with_the_defaults(tmp_path):
                          "min_count": "2"}, "bad.json")
   with pytest.raises(DataError, match="'min_count' must be an integer"):
     text.load_vocabulary(bad)
+
+
+def test_leaf_entries_are_checked_once_and_empty_ones_of_dropped_users_skipped(tmp_path):
+  from fedjax_sharp.data import leaf   # pylint: disable=g-import-not-at-top
+  read = leaf._read_leaf_file          # pylint: disable=protected-access
+  parse = lambda what, xs, ys: (xs, ys)
+  obj = {"users": ["u"], "user_data": {"u": {"x": [1], "y": [2]}, "gone": {"x": [], "y": []},
+                                       "old": {}}}
+  assert read(write(tmp_path, obj), parse) == {"u": ([1], [2])}
+  obj["user_data"]["u"] = [[1], [2]]
+  with pytest.raises(DataError) as e:
+    read(write(tmp_path, obj, "bad.json"), parse)
+  msg = str(e.value)
+  assert "bad.json: user 'u': not a 'user_data' entry" in msg and "\n" not in msg, msg
