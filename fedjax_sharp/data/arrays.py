@@ -23,6 +23,18 @@ DATASET_STATS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "fashion_mnist": ((0.2860,), (0.3530,)),
     "cinic10": ((0.47889522, 0.47227842, 0.43047404), (0.24205776, 0.23828046, 0.25874835)),
 }
+# Class counts by data.name, for the files that may leave theirs out: the centralized datasets
+# (`npz`) and TFF's published federated ones (`hdf5`, `tff_sqlite`).
+KNOWN_NUM_CLASSES: dict[str, int] = {
+    "cifar10": 10, "cifar100": 100, "mnist": 10, "fashion_mnist": 10, "digits": 10,
+    "emnist": 62, "federated_emnist": 62, "femnist": 62, "federated_emnist_digits": 10,
+}
+
+
+def known_num_classes(name: str) -> int | None:
+  """The class count of the dataset called `name` in `KNOWN_NUM_CLASSES`, else None."""
+  return KNOWN_NUM_CLASSES.get(name)
+
 
 def _rng(seed) -> np.random.Generator:
   if isinstance(seed, np.random.Generator):

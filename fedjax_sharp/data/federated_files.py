@@ -21,8 +21,6 @@ from fedjax_sharp.errors import DataError
 
 _log = logging.getLogger(__name__)
 
-# Class counts of the published federated datasets, by name (data.name).
-KNOWN_FEDERATED_CLASSES = {"federated_emnist": 62, "femnist": 62, "federated_emnist_digits": 10}
 # (data.source, data.name) -> (download.RESOURCES name, the file or directory inside it): what
 # an empty data.path fetches when data.download is True (`data.download` module).
 DOWNLOADABLE = {

@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-from fedjax_sharp.data.federated_files import KNOWN_FEDERATED_CLASSES, assemble_federated
+from fedjax_sharp.data.arrays import known_num_classes
+from fedjax_sharp.data.federated_files import assemble_federated
 from fedjax_sharp.data.federated_files import file_source_name, pixels_to_uint8, resolve_path
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
@@ -72,7 +73,7 @@ def load_federated_h5(train_path: str, test_path: str | None = None,
   """Federated EMNIST from the TFF / fedjax HDF5 files (module docstring).
 
   `test_path` defaults to `train_path` with its last 'train' replaced by 'test'.
-  `num_classes`: if None, `KNOWN_FEDERATED_CLASSES[name]` for a known `name`, else
+  `num_classes`: if None, `arrays.known_num_classes(name)` for a known `name`, else
   inferred from the labels (1 + the largest). `name` defaults to 'federated_emnist'.
   """
   test_path = test_path or default_test_path(train_path)
@@ -80,7 +81,7 @@ def load_federated_h5(train_path: str, test_path: str | None = None,
     raise ValueError(f"data.test_path must name the test HDF5 file ({train_path!r} has no "
                      f"'train' in its name to derive it from)")
   if num_classes is None and name:
-    num_classes = KNOWN_FEDERATED_CLASSES.get(name)
+    num_classes = known_num_classes(name)
   name = name or "federated_emnist"
   per_split = {"train": _read_h5(train_path, pixels_key, label_key, invert),
                "test": _read_h5(test_path, pixels_key, label_key, invert)}

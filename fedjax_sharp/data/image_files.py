@@ -188,7 +188,7 @@ def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
     raise DataError(f"CSV file {path!r} does not exist")
   try:
     with open(path, newline="", encoding="utf-8-sig") as f:
-      reader = csv.DictReader(f)
+      reader = csv.DictReader(f, restval="")   # a short row's missing cells read as empty
       header = [h.strip() for h in (reader.fieldnames or [])]
       missing = [c for c in required if c not in header]
       if missing:
@@ -197,7 +197,7 @@ def _read_csv(path: str, required: Sequence[str]) -> list[dict]:
       reader.fieldnames = header
       rows = []
       for line, row in enumerate(reader, start=2):
-        values = {c: (row.get(c) or "").strip() for c in required}
+        values = {c: row[c].strip() for c in required}
         empty = [c for c, v in values.items() if not v]
         if empty:
           raise DataError(f"{path}, line {line}: empty {empty}")

@@ -31,12 +31,12 @@ Every problem raises a one-line `DataError` naming the file and, where there is 
 from __future__ import annotations
 
 import collections
-import json
 import os
 from typing import Callable
 
 import numpy as np
 
+from fedjax_sharp.data import json_files
 from fedjax_sharp.data import natural
 from fedjax_sharp.data.federated_files import assemble_federated
 from fedjax_sharp.data.federated_files import pixels_to_uint8, resolve_path
@@ -87,37 +87,37 @@ def _leaf_shakespeare_user(what: str, xs: list, ys: list, seq_length: int):
   return x, y
 
 
+# A LEAF data file (module docstring) and one entry of its 'user_data'. An entry without
+# 'x' or 'y' has no examples there (LEAF leaves empty entries for the users it drops).
+_LEAF_FILE = json_files.Schema(
+    "a LEAF data file", "a JSON object with 'users', 'num_samples' and 'user_data'", (
+        json_files.Key("users", list, "a list of user ids"),
+        json_files.Key("user_data", dict, "an object of one entry per user"),
+        json_files.Key("num_samples", (list, json_files.NONE), "a list with one count per user",
+                       default=None),
+    ))
+_USER_ENTRY = json_files.Schema("a 'user_data' entry", "an object with lists 'x' and 'y'", (
+    json_files.Key("x", list, "a list of examples", default=[]),
+    json_files.Key("y", list, "a list of labels, one per example", default=[]),
+))
+
+
 def _read_leaf_file(path: str, parse_user: Callable) -> dict:
   """{user: (x, y)} of one LEAF JSON file, validated (module docstring)."""
-  try:
-    with open(path, "rb") as f:
-      obj = json.loads(f.read().decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise DataError(f"{path}: not valid JSON ({type(e).__name__}: {e})") from None
-  except OSError as e:
-    raise DataError(f"{path}: cannot be read ({e})") from None
-  expected = "a JSON object with 'users', 'num_samples' and 'user_data'"
-  if not isinstance(obj, dict) or "users" not in obj or "user_data" not in obj:
-    found = sorted(obj)[:6] if isinstance(obj, dict) else type(obj).__name__
-    raise DataError(f"{path}: not a LEAF data file (expected {expected}; found {found})")
-  users, user_data = obj["users"], obj["user_data"]
-  if not isinstance(users, list) or not isinstance(user_data, dict):
-    raise DataError(f"{path}: 'users' must be a list and 'user_data' an object ({expected})")
-  users = [str(u) for u in users]
+  obj = json_files.read_object(path, _LEAF_FILE)
+  users = [str(u) for u in obj["users"]]
   if len(set(users)) != len(users):
     dup = next(u for u, c in collections.Counter(users).items() if c > 1)
     raise DataError(f"{path}: user {dup!r} is listed twice in 'users'")
-  num_samples = obj.get("num_samples")
-  if num_samples is not None and (not isinstance(num_samples, list)
-                                  or len(num_samples) != len(users)):
-    got = len(num_samples) if isinstance(num_samples, list) else type(num_samples).__name__
+  num_samples = obj["num_samples"]
+  if num_samples is not None and len(num_samples) != len(users):
     raise DataError(f"{path}: 'num_samples' must be a list with one count per user "
-                    f"({len(users)} users, got {got})")
+                    f"({len(users)} users, got {len(num_samples)})")
+  user_data = {u: json_files.check_object(entry, _USER_ENTRY, f"{path}: user {u!r}")
+               for u, entry in obj["user_data"].items()}
   listed = set(users)
   for u, entry in user_data.items():
-    if u not in listed:
-      if isinstance(entry, dict) and not entry.get("x") and not entry.get("y"):
-        continue   # LEAF's split_data.py keeps an empty entry for every user it dropped
+    if u not in listed and (entry["x"] or entry["y"]):
       raise DataError(f"{path}: user {u!r} has examples in 'user_data' but is not listed "
                       f"in 'users'")
   out = {}
@@ -125,11 +125,7 @@ def _read_leaf_file(path: str, parse_user: Callable) -> dict:
     what = f"{path}: user {u!r}"
     if u not in user_data:
       raise DataError(f"{what} is listed in 'users' but has no entry in 'user_data'")
-    entry = user_data[u]
-    if (not isinstance(entry, dict) or not isinstance(entry.get("x"), list)
-        or not isinstance(entry.get("y"), list)):
-      raise DataError(f"{what}: 'user_data' entry must be an object with lists 'x' and 'y'")
-    xs, ys = entry["x"], entry["y"]
+    xs, ys = user_data[u]["x"], user_data[u]["y"]
     if len(xs) != len(ys):
       raise DataError(f"{what}: {len(xs)} examples in 'x' but {len(ys)} labels in 'y'")
     if not xs:

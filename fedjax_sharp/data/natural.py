@@ -52,6 +52,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from fedjax_sharp.data import json_files
 from fedjax_sharp.data import text as text_lib
 from fedjax_sharp.data.federated_files import client_rows, sort_key
 from fedjax_sharp.data.types import TokenDataset
@@ -142,12 +143,10 @@ class LMVocabulary(text_lib.Vocabulary):
     """K: the characters / words, special ids not included (fedjax's `vocab_size`)."""
     return len(self.symbols)
 
-  def id(self, token: str) -> int:
-    return self._ids.get(token, self.oov_id)
-
-  def ids(self, tokens: Iterable[str]) -> list[int]:
-    get, oov = self._ids.get, self.oov_id
-    return [get(t, oov) for t in tokens]
+  @property
+  def unknown_id(self) -> int:
+    """Unknown symbols map to OOV (`text.Vocabulary.id` / `ids` read this)."""
+    return self.oov_id
 
   def __repr__(self) -> str:
     return f"LMVocabulary(kind={self.kind!r}, size={self.size})"
@@ -182,18 +181,22 @@ def save_lm_vocabulary(path: str, vocabulary: LMVocabulary) -> None:
   text_lib.save_vocabulary(path, vocabulary)
 
 
+# The file `save_lm_vocabulary` writes (`LMVocabulary.to_json`); "special" is not read back:
+# the ids follow from "tokens".
+_VOCAB_FILE = text_lib.vocabulary_schema(
+    "a language-model vocabulary", VOCAB_FORMAT, VOCAB_VERSION,
+    json_files.Key("kind", str, "'chars' or 'words'", values=("chars", "words")))
+
+
 def load_lm_vocabulary(path: str) -> LMVocabulary:
   """Reads a file written by `save_lm_vocabulary` (or `text.save_vocabulary`)."""
-  obj = text_lib.read_vocabulary_json(path, VOCAB_FORMAT, VOCAB_VERSION,
-                                      "a language-model vocabulary")
-  tokens = obj.get("tokens")
-  if (not isinstance(tokens, list) or len(tokens) < 5 or not all(isinstance(t, str)
-                                                                  for t in tokens)
-      or tuple(tokens[:3]) != (PAD, BOS, EOS) or tokens[-1] != OOV):
+  obj = text_lib.read_vocabulary_json(path, _VOCAB_FILE)
+  tokens = obj["tokens"]
+  if len(tokens) < 5 or tuple(tokens[:3]) != (PAD, BOS, EOS) or tokens[-1] != OOV:
     raise DataError(f"{path}: \"tokens\" must be a list of strings {PAD!r}, {BOS!r}, "
                     f"{EOS!r}, the symbols, {OOV!r}")
   try:
-    return LMVocabulary(tokens[NUM_RESERVED:-1], kind=obj.get("kind"))
+    return LMVocabulary(tokens[NUM_RESERVED:-1], kind=obj["kind"])
   except ValueError as e:
     raise DataError(f"{path}: {e}") from None
 

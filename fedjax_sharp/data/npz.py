@@ -6,13 +6,9 @@ import os
 
 import numpy as np
 
-from fedjax_sharp.data.arrays import dataset_from_splits
+from fedjax_sharp.data.arrays import dataset_from_splits, known_num_classes
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
-
-# Class counts of datasets whose .npz may leave num_classes out, by data.name.
-KNOWN_NUM_CLASSES = {"cifar10": 10, "cifar100": 100, "mnist": 10, "fashion_mnist": 10,
-                     "digits": 10, "emnist": 62}
 
 
 def load_npz(path: str, name: str | None = None, num_classes: int | None = None) -> ArrayDataset:
@@ -45,7 +41,7 @@ def load_npz(path: str, name: str | None = None, num_classes: int | None = None)
                     f"{num_classes}")
   num_classes = declared if declared is not None else num_classes
   if num_classes is None:
-    num_classes = KNOWN_NUM_CLASSES.get(name)
+    num_classes = known_num_classes(name)
   if num_classes is None:
     raise DataError(f"{path}: the number of classes is not declared: add an array "
                     f"'num_classes' to the file or set --config.data.num_classes")

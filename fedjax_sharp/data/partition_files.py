@@ -42,8 +42,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fedjax_sharp.fileio import atomic_write_bytes
+from fedjax_sharp.data import json_files
 from fedjax_sharp.errors import DataError
+from fedjax_sharp.fileio import atomic_write_bytes
 
 FORMAT = "fedjax_sharp.partition"
 VERSION = 1
@@ -152,25 +153,25 @@ def _int_array(path: str, values, what: str) -> np.ndarray:
   return arr.astype(np.int64)
 
 
+# The JSON layout (module docstring).
+_JSON_FILE = json_files.Schema(
+    "a partition file",
+    "a JSON object with a \"clients\" list (one list of indices per client)", (
+        json_files.Key("format", str, repr(FORMAT), default=FORMAT, values=(FORMAT,)),
+        json_files.Key("version", int, f"{VERSION} (the version this reader supports)",
+                       default=VERSION, values=(VERSION,)),
+        json_files.Key("clients", list, "a list of lists of indices"),
+        json_files.Key("num_examples", (int, json_files.NONE), "an integer", default=None),
+        json_files.Key("client_ids", (list, json_files.NONE), "a list of client names",
+                       default=None),
+        json_files.Key("metadata", object, "any JSON value", default={}),
+    ))
+
+
 def _read_json(path: str) -> PartitionFile:
-  try:
-    with open(path, "rb") as f:
-      obj = json.loads(f.read().decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise DataError(f"{path}: not valid JSON ({type(e).__name__}: {e})") from None
-  if not isinstance(obj, dict) or "clients" not in obj:
-    raise DataError(f"{path}: a JSON partition file is an object with a \"clients\" list "
-                    f"(one list of indices per client)")
-  if obj.get("format", FORMAT) != FORMAT:
-    raise DataError(f"{path}: \"format\" is {obj.get('format')!r}, expected {FORMAT!r}")
-  if obj.get("version", VERSION) != VERSION:
-    raise DataError(f"{path}: partition file version {obj.get('version')!r} is not "
-                    f"supported (expected {VERSION})")
-  raw = obj["clients"]
-  if not isinstance(raw, list):
-    raise DataError(f"{path}: \"clients\" must be a list of lists of indices")
+  obj = json_files.read_object(path, _JSON_FILE)
   clients = []
-  for m, c in enumerate(raw):
+  for m, c in enumerate(obj["clients"]):
     if not isinstance(c, list):
       raise DataError(f"{path}: client {m} must be a list of indices, got "
                       f"{type(c).__name__}")
@@ -178,13 +179,7 @@ def _read_json(path: str) -> PartitionFile:
       if isinstance(v, bool) or not isinstance(v, int):
         raise DataError(f"{path}: client {m} holds {v!r}, which is not an integer index")
     clients.append(_int_array(path, c, f"client {m}"))
-  ids = obj.get("client_ids")
-  num_examples = obj.get("num_examples")
-  if num_examples is not None and (isinstance(num_examples, bool)
-                                   or not isinstance(num_examples, int)):
-    raise DataError(f"{path}: \"num_examples\" must be an integer, got {num_examples!r}")
-  metadata = obj.get("metadata", {})
-  return PartitionFile(path, clients, ids, num_examples, metadata)
+  return PartitionFile(path, clients, obj["client_ids"], obj["num_examples"], obj["metadata"])
 
 
 def _read_npz(path: str) -> PartitionFile:

@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from fedjax_sharp.data import json_files
 from fedjax_sharp.errors import DataError
 from fedjax_sharp.fileio import atomic_write_bytes
 
@@ -85,12 +86,17 @@ class Vocabulary:
   def __repr__(self) -> str:
     return f"Vocabulary(size={self.size}, min_count={self.min_count})"
 
+  @property
+  def unknown_id(self) -> int:
+    """The id of a token not in the vocabulary: '<unk>' here (a subclass may differ)."""
+    return UNK_ID
+
   def id(self, token: str) -> int:
-    return self._ids.get(token, UNK_ID)
+    return self._ids.get(token, self.unknown_id)
 
   def ids(self, tokens: Iterable[str]) -> list[int]:
-    get = self._ids.get
-    return [get(t, UNK_ID) for t in tokens]
+    get, unknown = self._ids.get, self.unknown_id
+    return [get(t, unknown) for t in tokens]
 
   def to_json(self) -> dict:
     return {"format": FORMAT, "version": VERSION, "tokenizer": TOKENIZER,
@@ -151,36 +157,39 @@ def save_vocabulary(path: str, vocabulary: Vocabulary) -> None:
   atomic_write_bytes(path, payload)
 
 
-def read_vocabulary_json(path: str, file_format: str, version: int, what: str) -> dict:
-  """The JSON object of a vocabulary file, its "format" and "version" checked; every problem
-  is one `DataError` naming the file."""
+def vocabulary_schema(what: str, file_format: str, version: int,
+                      *keys: json_files.Key) -> json_files.Schema:
+  """The schema of a vocabulary file: "format" `file_format`, "version" `version` and
+  "tokens" (a list of strings) that every vocabulary file holds, then `keys`."""
+  return json_files.Schema(what, f"a JSON object with \"format\": {file_format!r}", (
+      json_files.Key("format", str, repr(file_format), values=(file_format,)),
+      json_files.Key("version", int, f"{version} (the version this reader supports)",
+                     values=(version,)),
+      json_files.Key("tokens", list, "a list of strings", items=str),
+  ) + keys)
+
+
+# The file `save_vocabulary` writes (module docstring); a file without "tokenizer",
+# "min_count" or "max_size" reads with `build_vocabulary`'s defaults.
+_FILE = vocabulary_schema(
+    "a fedjax_sharp vocabulary", FORMAT, VERSION,
+    json_files.Key("tokenizer", str, repr(TOKENIZER), default=TOKENIZER, values=(TOKENIZER,)),
+    json_files.Key("min_count", int, "an integer", default=1),
+    json_files.Key("max_size", int, "an integer", default=0))
+
+
+def read_vocabulary_json(path: str, schema: json_files.Schema) -> dict:
+  """The JSON object of a vocabulary file, checked against `schema` (`vocabulary_schema`);
+  every problem is one `DataError` naming the file."""
   if not os.path.isfile(path):
     raise DataError(f"vocabulary file {path!r} does not exist")
-  try:
-    with open(path, "rb") as f:
-      obj = json.loads(f.read().decode("utf-8"))
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise DataError(f"{path}: not a readable vocabulary JSON file ({type(e).__name__}: {e})"
-                    ) from None
-  if not isinstance(obj, dict) or obj.get("format") != file_format:
-    raise DataError(f"{path}: not {what} (expected a JSON object with "
-                    f"\"format\": {file_format!r})")
-  if obj.get("version") != version:
-    raise DataError(f"{path}: vocabulary version {obj.get('version')!r} is not supported "
-                    f"(expected {version})")
-  return obj
+  return json_files.read_object(path, schema)
 
 
 def load_vocabulary(path: str) -> Vocabulary:
   """Reads a file written by `save_vocabulary`; every problem names the file."""
-  obj = read_vocabulary_json(path, FORMAT, VERSION, "a fedjax_sharp vocabulary")
-  if obj.get("tokenizer", TOKENIZER) != TOKENIZER:
-    raise DataError(f"{path}: tokenizer {obj.get('tokenizer')!r} is not {TOKENIZER!r}")
-  tokens = obj.get("tokens")
-  if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-    raise DataError(f"{path}: \"tokens\" must be a list of strings")
+  obj = read_vocabulary_json(path, _FILE)
   try:
-    return Vocabulary(tokens, min_count=int(obj.get("min_count", 1)),
-                      max_size=int(obj.get("max_size", 0)))
-  except (TypeError, ValueError) as e:
+    return Vocabulary(obj["tokens"], min_count=obj["min_count"], max_size=obj["max_size"])
+  except ValueError as e:
     raise DataError(f"{path}: {e}") from None

@@ -34,7 +34,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fedjax_sharp.data import natural
-from fedjax_sharp.data.federated_files import KNOWN_FEDERATED_CLASSES, assemble_federated
+from fedjax_sharp.data.arrays import known_num_classes
+from fedjax_sharp.data.federated_files import assemble_federated
 from fedjax_sharp.data.federated_files import file_source_name, pixels_to_uint8, resolve_path
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
@@ -151,7 +152,7 @@ def load_federated_sqlite(path: str, name: str | None = None,
   example's flat pixel list. `name` and `num_classes` as in `hdf5.load_federated_h5`.
   """
   if num_classes is None and name:
-    num_classes = KNOWN_FEDERATED_CLASSES.get(name)
+    num_classes = known_num_classes(name)
   name = name or "federated_emnist"
 
   def parse(what, feats):
