@@ -5,7 +5,7 @@ clients and one `sweep_round` of S experiments x C clients, with `model.conv_imp
 'matmul', and counts in the optimised HLO (`compiled.as_text()`, this backend) the convolutions
 (with their `feature_group_count` / `batch_group_count`: C or S*C groups = per-client weights
 run as one grouped convolution), the dot products (with their batch dimensions: a batched GEMM
-over C or S*C clients) and the while loops. Issue 36, item 2: the experiment axis of a sweep
+over C or S*C clients) and the while loops. What it checks: the experiment axis of a sweep
 and the client axis meet in the same operation (S*C groups or batch S x C), not as S rounds in
 a row.
 

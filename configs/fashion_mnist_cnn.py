@@ -1,4 +1,4 @@
-"""FedAvg with the McMahan CNN on Fashion-MNIST, IID over 100 clients (issue 2's real-data check).
+"""FedAvg with the McMahan CNN on Fashion-MNIST, IID over 100 clients (a real-data check).
 
 Data: Debian's `dataset-fashion-mnist` IDX files (/usr/share/datasets/fashion-mnist, installed by
 `.ci/run` or `apt-get install dataset-fashion-mnist`); read with NumPy, no network.

@@ -1,4 +1,4 @@
-"""FedGloSS's Dirichlet(0) experiment on Fashion-MNIST, offline (issue 7's real-data check).
+"""FedGloSS's Dirichlet(0) experiment on Fashion-MNIST, offline (a real-data check).
 
 Fashion-MNIST (Debian's IDX files), balanced Dirichlet alpha = 0 (one class per client),
 100 clients x 500 images, 5 per round, E = 1, B = 64, LeNet-5 CNN on 28x28x1, constant lr 0.01,

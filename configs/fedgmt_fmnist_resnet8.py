@@ -1,5 +1,5 @@
 """ResNet-8 (GroupNorm, 2 groups: the FedGMT authors' model) on heterogeneous Fashion-MNIST:
-FedAvg vs FedGMT (offline; issue 12).
+FedAvg vs FedGMT (offline).
 
 The setting of configs/fedgmt_fmnist_hetero.py (Fashion-MNIST from Debian's IDX files,
 long-tail Dirichlet(0.1) over 100 clients, imbalance factor 2, 10 clients per round, B = 50, lr 0.01, momentum 0.9, wd 1e-5, 100 rounds, FedGMT's Table 2 hyperparameters) with the

@@ -1,4 +1,4 @@
-"""Loss landscape and sharpness of a finished run's global model (issue 14 toolbox).
+"""Loss landscape and sharpness of a finished run's global model (the analysis toolbox).
 
     python experiments/landscape.py --workdir=runs/hetero/fedgmt/seed_0            # 21x21 surface
     python experiments/landscape.py --workdir=RUN --other=RUN2                      # + 1D path

@@ -12,7 +12,7 @@ status, and goes on until every task is claimed. Tasks should be idempotent (com
 directory finishes what was left and passes quickly over what is done. A failed task stays
 claimed with its exit status in LOCKS/NAME/rc: delete LOCKS/NAME to retry it.
 
-A worker that dies with its task (a killed session, a restarted machine) leaves a claim with no
+A worker that dies with its task (a killed shell, a restarted machine) leaves a claim with no
 rc. Each claim names its worker in LOCKS/NAME/owner (host, boot id, pid); a claim with no rc
 whose worker no longer runs on this host is stale, and the next worker takes the task again
 (its command resumes from its checkpoints). Claims without an owner file are left alone.

@@ -24,7 +24,7 @@ import math
 import os
 import sys
 
-# Fields searched in the fair-classification comparison (issue 35); others via --keys.
+# Fields searched in the fair-classification comparison; others via --keys.
 DEFAULT_KEYS = ("minimax.lr_x", "minimax.lr_y", "algorithm.fess_gda.p",
                 "algorithm.fess_gda.beta", "algorithm.local_sgda_plus.snapshot_every",
                 "algorithm.fed_norm_sgda_plus.snapshot_every")

@@ -1,4 +1,4 @@
-"""Analysis toolbox (issue 14): formulas checked against closed forms and hand-made data."""
+"""Analysis toolbox: formulas checked against closed forms and hand-made data."""
 import os
 
 import jax

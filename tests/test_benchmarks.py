@@ -110,7 +110,7 @@ def test_accelerator_check_small_runs_every_algorithm():
   donation on, each row OK. The other client strategies run every algorithm in
   tests/test_algorithm_invariants.py (vmap, chunked_vmap, host, unrolled: the same rounds) and
   tests/test_minimax.py (every minimax algorithm across strategies); `--check` without
-  `--strategies` (all four) is what a GPU session runs."""
+  `--strategies` (all four) is what to run on a GPU."""
   from fedjax_sharp.algorithms.registry import ALGORITHMS
   from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
   proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),

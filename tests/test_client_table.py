@@ -1,4 +1,4 @@
-"""The host-held client table (issue 10): same rounds as the device table, lazy rows,
+"""The host-held client table: same rounds as the device table, lazy rows,
 checkpoints of the touched rows, clear errors."""
 import jax
 import jax.numpy as jnp

@@ -1,5 +1,5 @@
 """`model.conv_impl='matmul'` (models/conv.py) against XLA's convolution, and
-`model.compute_dtype='auto'` (issue 36, items 1 and 3).
+`model.compute_dtype='auto'`.
 
 Every comparison runs the way the engine runs clients: `vmap` over clients that hold different
 (perturbed) weights, outputs and gradients of a cross-entropy, 'matmul' against 'xla' to 1e-5

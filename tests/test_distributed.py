@@ -1,6 +1,6 @@
-"""Multi-process runs (jax.distributed, issue 10): two processes of two simulated CPU devices each
+"""Multi-process runs (jax.distributed): two processes of two simulated CPU devices each
 (gloo collectives) run experiments/run.py on one 4-device mesh and give the single-process run;
-process 0 alone writes the run directory. Checkpoints (issue 34): both processes save the
+process 0 alone writes the run directory. Checkpoints: both processes save the
 sharded client table together; killed with SIGKILL and rerun, they resume to the uninterrupted
 run's numbers; a checkpoint of another process count is refused in one line."""
 import json

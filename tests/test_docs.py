@@ -112,3 +112,27 @@ def test_docs_cite_papers_and_give_one_tfds_command():
         assert "--file_format=array_record" in m.group(0), f"{path}: {m.group(0)}"
   from fedjax_sharp.algorithms.registry import ALGORITHMS
   assert "One Arrow, Two Hawks" in ALGORITHMS["fedgmt"].paper
+
+
+def test_tracked_files_name_topics_not_issue_numbers():
+  """Files state the topic they refer to (a study, a paper's table, a BUILD_NOTES.md section),
+  never a tracker number ("issue" and a number); BUILD_NOTES.md is the one exception. Another
+  repository's issue is cited as owner/repo#N. Pure text over `git ls-files`."""
+  import re
+  git = shutil.which("git")
+  if git is None or not os.path.exists(os.path.join(ROOT, ".git")):
+    pytest.skip("not a git checkout")
+  proc = subprocess.run([git, "ls-files", "-z"], cwd=ROOT, capture_output=True, timeout=60)
+  if proc.returncode != 0:
+    pytest.skip("git ls-files failed: " + proc.stderr.decode(errors="replace")[-200:])
+  pattern = re.compile(rb"\bissues? #?\d+\b", re.IGNORECASE)
+  hits = []
+  for name in proc.stdout.decode().split("\0"):
+    path = os.path.join(ROOT, name)
+    if not name or name == "BUILD_NOTES.md" or not os.path.isfile(path):
+      continue
+    with open(path, "rb") as f:
+      for number, line in enumerate(f, 1):
+        if pattern.search(line):
+          hits.append(f"{name}:{number}: {line.decode(errors='replace').strip()[:120]}")
+  assert not hits, "\n".join(hits)

@@ -1,4 +1,4 @@
-"""Buffer donation on the CPU (issue 34): the CPU runs the program an accelerator runs.
+"""Buffer donation on the CPU: the CPU runs the program an accelerator runs.
 
 The round donates the server state and the client table on every backend. Each registered
 algorithm (classification and minimax, default hyperparameters, vmap strategy) runs init and two
@@ -96,7 +96,7 @@ def test_every_algorithm_runs_donating_rounds_and_never_shares_a_buffer(name, tm
 
 def _aliasing_fedavg():
   """FedAvg whose server state holds one zeros array twice and whose client row holds one
-  array twice: FedSMOO's `server_init` before issue 34."""
+  array twice, as FedSMOO's `server_init` once did."""
   base = build_algorithm(config_lib.base_config(), apply_fn)
 
   def server_init(p):
@@ -176,7 +176,7 @@ def test_auto_places_the_table_from_the_memory_it_is_given():
   # A quarter of the memory: fits just above, not just below.
   assert resolve(memory_bytes=int(dense / fraction) + 8) == "device"
   assert resolve(memory_bytes=int(dense / fraction) - 8) == "host"
-  # The H200 case of issue 34: 1.3 GB of FedSMOO/FedLESAM-D state on a 141 GB device stays on
+  # An H200-sized case: 1.3 GB of FedSMOO/FedLESAM-D state on a 141 GB device stays on
   # the device (the old fixed 1 GiB budget sent it to the host).
   assert resolve(memory_bytes=141 * 10 ** 9) == "device"
   # An explicit budget (MiB) overrides the memory.

@@ -1,4 +1,4 @@
-"""What a new user meets first (issue 35): every user-input error is one stderr line naming the
+"""What a new user meets first: every user-input error is one stderr line naming the
 field, file or path, with exit 2; a bad config value is reported as itself even when the workdir
 holds another run; the ETA shown after the first round excludes compilation (a fake clock)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 37: each algorithm's hyperparameters in one place (its factory's keyword arguments)."""
+"""Each algorithm's hyperparameters in one place (its factory's keyword arguments)."""
 import importlib.util
 import json
 import os

@@ -1,4 +1,4 @@
-"""Next-token prediction (issue 38): the per-token target encoding and its loss / accuracy masks
+"""Next-token prediction: the per-token target encoding and its loss / accuracy masks
 on hand-made batches, the KL terms of FedGMT and FedNTD on tokens, the character and word
 LSTMs, the evaluator, and rounds of the real engine on ragged token clients (vmap == host)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The client and experiment axes sharded over a device mesh (issue 10): 8 simulated CPU devices
+"""The client and experiment axes sharded over a device mesh: 8 simulated CPU devices
 in a subprocess (the rest of the suite keeps one device) give the one-device rounds."""
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""Sweeps (issue 10): seeds x learning rates x algorithm hyperparameters as one compiled program
+"""Sweeps: seeds x learning rates x algorithm hyperparameters as one compiled program
 equal the separate runs."""
 import json
 import os

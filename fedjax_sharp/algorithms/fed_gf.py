@@ -36,7 +36,7 @@ Defaults and their sources: rho 0.05 (the example script's grid {0.02, 0.05, 0.1
 rho when unset (`tools/Lib/algorithms.py` L95-96); W 30 (`tools/experiments/cifar.sh`); T_D
 0.2. The parser defines no default for T_D, and the example script passes `--c_o` with
 {0.2, 0.3} instead, a flag the parser does not define (so the script as written stops at
-argparse); the most plausible reading, which issue #2's users follow, is that this is the
+argparse); the most plausible reading (followed in hwan-sig/Official-FedGF#2) is that this is the
 `T_D` grid, and its first value is the default here. Client: SGD with momentum 0 and weight
 decay 4e-4 (the parser's defaults), constant learning rate (`tools/main.py` has no decay: set
 `local.lr_decay = 1` to match). The code shares one optimiser object across clients and rounds;

@@ -16,7 +16,7 @@ cohort's own prox-corrected models (uniform p_i in the paper's box); one model u
 'code' (`dual_average='all'`): both public codes (FL-Simulator `client/fedspeed.py`, the
 authors'; FL-SAM, the FedGMT authors', whose runs produced FedGMT Table 2) run plain normalised
 SAM (`alpha = 1`) with FedDyn's server, the dual averaged over all M clients. FL-SAM's proximal term
-is the unsquared norm: `prox='unsquared'`. The paper box is as quoted in FL-Simulator issue #6 and
+is the unsquared norm: `prox='unsquared'`. The paper box is as quoted in FL-Simulator#6 and
 implemented by FLGo (the stored copies of the paper stop at the introduction). Defaults: lambda = 10
 (FedGMT Table 7 "beta = 10"), rho = 0.05 (5 x lr), alpha = 0.95 (the middle of the FedGloSS grid
 {0.9, 0.95, 0.99}). Cost: 2 backward passes per step. Communication 1 down, 1 up.

@@ -4,9 +4,9 @@
 Why: the engine vmaps clients that each hold their own weights. Under `vmap`, XLA's convolution
 with a batched kernel becomes a *grouped* convolution (`feature_group_count` = clients x
 groups), which neither the CPU backend nor the GPU's tensor cores run well: vmapping 10 clients
-was no faster than running them one after another (DESIGN.md, issue 36). Written as patches
-times a reshaped kernel, the same layer becomes one `dot_general` whose batch dimension is the
-client axis under vmap: a batched GEMM.
+was no faster than running them one after another (BUILD_NOTES.md, "Execution strategies and
+what 'auto' chooses"). Written as patches times a reshaped kernel, the same layer becomes one
+`dot_general` whose batch dimension is the client axis under vmap: a batched GEMM.
 
 `Conv` is `flax.linen.Conv` with one more field, `impl`:
   'xla'    (default): exactly `nn.Conv.__call__` (lax.conv_general_dilated).
