@@ -12,6 +12,7 @@ gives the median of the timed rounds and the ratio ours / torch.
     python benchmarks/vs_torch.py --host_chunks=1,8,25 --strategies=host/unrolled
     python benchmarks/vs_torch.py --setting=small_batch --conv_impls=xla,matmul  # 50 x 5 x B 10
     python benchmarks/vs_torch.py --small                   # tiny shapes (CI; no torch needed)
+    python benchmarks/vs_torch.py --host_devices=1,2        # clients side by side on 2 CPU devices
 
 Without torch the PyTorch column is left out (and said so), so the script runs anywhere.
 """
@@ -27,7 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp.algorithms import build_algorithm
-from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
+from fedjax_sharp.core import (CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData,
+                               backends)
 from fedjax_sharp.models import get_model, init_params
 from fedjax_sharp.training.config import base_config
 
@@ -43,7 +45,7 @@ def synthetic(clients: int, steps: int, batch: int, shape, seed: int = 0):
 
 
 def jax_round(x, y, parts, steps: int, batch: int, strategy: str, host_chunk: int,
-              conv_impl: str = "xla"):
+              conv_impl: str = "xla", host_devices: int = 1):
   """A callable running one FedAvg round of the library (blocks until done)."""
   client_strategy, local_loop = strategy.split("/")
   shape = x.shape[1:]
@@ -54,7 +56,7 @@ def jax_round(x, y, parts, steps: int, batch: int, strategy: str, host_chunk: in
   config.local.lr, config.local.momentum, config.local.weight_decay = LR, MOMENTUM, WEIGHT_DECAY
   engine = RoundEngine(build_algorithm(config, apply_fn), len(parts),
                        ExecutionConfig(client_strategy, local_loop=local_loop,
-                                       host_chunk=host_chunk),
+                                       host_chunk=host_chunk, host_devices=host_devices),
                        preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
   server, table = engine.init(init_params(model, jax.random.key(0), shape))
   data = TrainData(jnp.asarray(x), jnp.asarray(y))
@@ -128,12 +130,18 @@ def main():
                       help="comma-separated client_strategy/local_loop pairs for our side")
   parser.add_argument("--host_chunks", default="1", help="comma-separated engine.host_chunk")
   parser.add_argument("--conv_impls", default="xla", help="comma-separated model.conv_impl")
+  parser.add_argument("--host_devices", default="1",
+                      help="comma-separated engine.host_devices: 'host' runs that many clients "
+                           "side by side on as many CPU devices (the process gets the largest)")
   parser.add_argument("--setting", default="", choices=("", "small_batch"),
                       help="small_batch: 50 clients x 5 steps x batch 10 on 28x28x1 (pfl-research's "
                            "benchmark cohort: many small clients, small batches)")
   parser.add_argument("--small", action="store_true",
                       help="2 clients x 3 steps x batch 8 on 16x16x3, one timed round (CI)")
   args = parser.parse_args()
+  host_devices = [int(d) for d in args.host_devices.split(",")]
+  if max(host_devices) > 1:   # before JAX starts its backends
+    backends.use_cpu_devices(max(host_devices))
   if args.setting == "small_batch":
     args.clients, args.steps, args.batch, args.input = 50, 5, 10, "28x28x1"
   if args.small:
@@ -145,8 +153,12 @@ def main():
   for strategy in args.strategies.split(","):
     for chunk in (int(c) for c in args.host_chunks.split(",")):
       for conv_impl in args.conv_impls.split(","):
-        sides[f"ours {strategy} host_chunk={chunk} conv={conv_impl}"] = jax_round(
-            x, y, parts, args.steps, args.batch, strategy, chunk, conv_impl)
+        for devices in host_devices:
+          name = f"ours {strategy} host_chunk={chunk} conv={conv_impl}"
+          if len(host_devices) > 1 or devices > 1:
+            name += f" host_devices={devices}"
+          sides[name] = jax_round(x, y, parts, args.steps, args.batch, strategy, chunk,
+                                  conv_impl, devices)
   theirs = torch_round(x, y, parts, args.steps, args.batch)
   if theirs is not None:
     import torch  # pylint: disable=g-import-not-at-top

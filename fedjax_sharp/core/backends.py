@@ -15,7 +15,10 @@ compute_dtype changes the arithmetic, which is why a resume refuses a different 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 
+from absl import logging
 import jax
 
 # Names jax.default_backend() / a device's platform may report for the same kind of chip.
@@ -92,3 +95,39 @@ def conv_impl(compute_dtype: str, client_strategy: str, backend: str | None = No
   """'auto''s conv_impl for a resolved compute dtype and client strategy on `backend`."""
   wins = (compute_dtype, vmapped(client_strategy)) in defaults(backend).matmul_wins
   return "matmul" if wins else "xla"
+
+
+# The CPU devices `use_cpu_devices` gives a process by default (one per core, at most this many):
+# measured with two on two cores (docs/performance.md); more cores are not measured.
+MAX_CPU_DEVICES = 4
+
+
+def host_devices(requested: int = 0, backend: str | None = None) -> list:
+  """The devices the 'host' client strategy spreads a cohort's clients over
+  (`ExecutionConfig.host_devices`): the first `requested` local devices; 0 = every local device
+  on a CPU (as many as the process was given, `use_cpu_devices`), one on an accelerator."""
+  devices = jax.local_devices()
+  if requested == 0:
+    return devices if kind(backend) == "cpu" else devices[:1]
+  if requested > len(devices):
+    raise ValueError(f"engine.host_devices={requested}: this process has {len(devices)} "
+                     f"{devices[0].platform} device(s) (on a CPU: `--cpu_devices`, or "
+                     f"backends.use_cpu_devices before JAX starts)")
+  return devices[:requested]
+
+
+def use_cpu_devices(count: int | None = None) -> int:
+  """Gives this process `count` CPU devices (None: one per core, at most MAX_CPU_DEVICES), so
+  that the 'host' strategy runs that many clients side by side on a CPU. Only before JAX
+  starts its backends (the CLI calls it first thing; in a notebook, call it before any JAX
+  computation); a device count already in XLA_FLAGS (`--xla_force_host_platform_device_count`)
+  wins. Returns the count asked for; the CPU backend alone is affected."""
+  if re.search(r"--xla_force_host_platform_device_count=\d+", os.environ.get("XLA_FLAGS", "")):
+    return int(re.search(r"--xla_force_host_platform_device_count=(\d+)",
+                         os.environ["XLA_FLAGS"]).group(1))
+  count = count or max(1, min(os.cpu_count() or 1, MAX_CPU_DEVICES))
+  try:
+    jax.config.update("jax_num_cpu_devices", int(count))
+  except RuntimeError as e:   # the backends already started: the count they started with
+    logging.debug("CPU devices left as they are (%s)", e)
+  return count

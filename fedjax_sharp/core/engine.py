@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
-from fedjax_sharp.core import debugging, donation, sharding, tree
+from fedjax_sharp.core import backends, debugging, donation, host_round, sharding, tree
 from fedjax_sharp.core.hparams import as_arrays
 from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, ExecutionConfig, Footprint
@@ -144,6 +144,10 @@ class RoundEngine:
     self._jit_steps = jax.jit(self._counted("steps", self._run_steps))
     self._jit_client_end = jax.jit(self._counted("client_end", self.algorithm.client_finalize))
     self._jit_finish = jax.jit(self._counted("finish", self._finish), donate_argnums=donated)
+    # The devices the 'host' strategy spreads clients over (the first holds the state).
+    self.host_devices = (backends.host_devices(self.execution.host_devices)
+                         if self.execution.client_strategy == "host" else jax.local_devices()[:1])
+    self.replicas = host_round.Replicas()
 
   def _counted(self, name, fn):
     """Wraps `fn` so that each trace (not each execution) increments trace_counts[name]."""
@@ -451,36 +455,7 @@ class RoundEngine:
 
   def _host_round(self, server_state, client_table, data: TrainData, cohort: Cohort,
                   round_info: RoundInfo, key):
-    """'host': jitted pieces, clients and step chunks dispatched from Python.
-
-    Same computation as `_round` (same keys, same masked steps); chunks holding only padding
-    steps are skipped, which is exact because a masked step changes nothing.
-    """
-    bcast, client_states, infos, round_key = self._jit_prepare(server_state, client_table,
-                                                               cohort, round_info, key)
-    round_info = round_info.replace(key=round_key)
-    chunk = self.execution.host_chunk
-    batch_idx, example_mask, step_mask = (np.asarray(a) for a in
-                                          (cohort.batch_idx, cohort.example_mask,
-                                           cohort.step_mask))
-    num_clients, num_steps, _ = batch_idx.shape
-    padded = -(-num_steps // chunk) * chunk
-    if padded != num_steps:  # pad the plan to whole chunks with masked (no-op) steps
-      pad = ((0, 0), (0, padded - num_steps), (0, 0))
-      batch_idx, example_mask = np.pad(batch_idx, pad), np.pad(example_mask, pad)
-      step_mask = np.pad(step_mask, pad[:2])
-    real_steps = step_mask.sum(axis=1)
-    outputs = []
-    for c in range(num_clients):
-      cstate, info = tree.index(client_states, c), tree.index(infos, c)
-      local, metrics, client_key = self._jit_client_start(
-          bcast, cstate, info, round_info, data, batch_idx[c, 0], example_mask[c, 0], round_key)
-      for k in range(-(-int(real_steps[c]) // chunk)):
-        sl = slice(k * chunk, (k + 1) * chunk)
-        local, metrics = self._jit_steps(local, metrics, round_info, data,
-                                         np.arange(sl.start, sl.stop, dtype=np.int32),
-                                         batch_idx[c, sl], example_mask[c, sl], step_mask[c, sl],
-                                         client_key)
-      upload, new_state = self._jit_client_end(local, bcast, cstate, info, round_info)
-      outputs.append((upload, new_state, metrics))
-    return self._jit_finish(server_state, client_table, tree.stack(outputs), cohort, round_info)
+    """'host': jitted pieces, clients and step chunks dispatched from Python, clients spread
+    over `host_devices` (`core.host_round`)."""
+    return host_round.host_round(self, server_state, client_table, data, cohort, round_info,
+                                 key)

@@ -34,6 +34,10 @@ class ExecutionConfig:
     the plan. Under vmap the batched loop runs until the longest client of the vmapped group is
     done: the cohort's largest K_m instead of the population's. Exact (padding steps are
     no-ops either way).
+  host_devices: 'host' spreads the cohort's clients over this many devices, client `c` on device
+    `c mod D`, computing side by side (`core.host_round`; the same numbers): 0 = every device of
+    the process on a CPU (the CLI gives a process one CPU device per core, up to four:
+    `backends.use_cpu_devices`), one device on an accelerator.
   sort_clients: order the cohort by local step count (largest first) inside the round, so the
     vmapped chunks of 'chunked_vmap' hold clients of similar length (buckets) and, with
     skip_padding, each chunk runs for its own longest client. Only the summation order of
@@ -45,6 +49,7 @@ class ExecutionConfig:
   unroll: int = 4
   host_chunk: int = 1   # 1 step per call: fastest on CPU (docs/performance.md, benchmarks/vs_torch.py)
   skip_padding: bool = True
+  host_devices: int = 0
   sort_clients: bool = False
 
   @classmethod
@@ -96,6 +101,8 @@ class ExecutionConfig:
     for field in ("chunk_size", "unroll", "host_chunk"):
       if getattr(self, field) < 1:
         raise ValueError(f"{prefix}.{field} must be >= 1, got {getattr(self, field)}")
+    if self.host_devices < 0:
+      raise ValueError(f"{prefix}.host_devices must be >= 0, got {self.host_devices}")
 
 
 # The share of an accelerator's memory that `auto` lets the vmapped cohort's parameter-sized

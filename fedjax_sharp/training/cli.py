@@ -18,6 +18,7 @@ from typing import Callable
 from absl import app, flags
 
 from fedjax_sharp.algorithms.hyperparameters import did_you_mean
+from fedjax_sharp.core import backends
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import FedjaxSharpError, RunInterrupted
 
@@ -88,6 +89,11 @@ def describe_flag_error(argv, error: BaseException) -> str:
 
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Show the traceback of an error instead of "
                               "its one-line message (also: FEDJAX_SHARP_TRACEBACK=1).")
+_CPU_DEVICES = flags.DEFINE_integer(
+    "cpu_devices", 1, "CPU devices this process gets (0: one per core, at most 4); on a CPU the "
+    "'host' strategy runs that many clients side by side (engine.host_devices): faster for "
+    "real-sized models, slower for tiny ones (each device compiles the client pieces; "
+    "docs/performance.md).", lower_bound=0)
 
 
 def _missing_config_file(argv) -> str | None:
@@ -138,13 +144,16 @@ def _resume_hint(error: BaseException) -> str:
           "command starts over")
 
 
-def _verbose() -> bool:
-  if os.environ.get("FEDJAX_SHARP_TRACEBACK"):
-    return True
+def _flag(holder, default):
+  """A flag's value; `default` when called as a library (flags not parsed)."""
   try:
-    return bool(_VERBOSE.value)
-  except flags.UnparsedFlagAccessError:   # called as a library, flags not parsed
-    return False
+    return holder.value
+  except flags.UnparsedFlagAccessError:
+    return default
+
+
+def _verbose() -> bool:
+  return bool(os.environ.get("FEDJAX_SHARP_TRACEBACK")) or bool(_flag(_VERBOSE, False))
 
 
 def guarded(main: Callable) -> Callable:
@@ -153,6 +162,9 @@ def guarded(main: Callable) -> Callable:
   shown first and the exit code stays the same."""
   def wrapper(argv):
     verbose = _verbose()
+    cpu_devices = _flag(_CPU_DEVICES, 1)
+    if cpu_devices != 1:   # before JAX starts its backends
+      backends.use_cpu_devices(cpu_devices or None)
     if verbose:   # TFDS's lines and the long explanations (engine 'auto', the set-up)
       global _SHOW_LIBRARY_LOGS
       _SHOW_LIBRARY_LOGS = True

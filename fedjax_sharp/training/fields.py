@@ -189,6 +189,8 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                          "how the cohort's clients run (core/execution.py)"),
         chunk_size=(4, ">= 1", "clients per vmapped chunk ('chunked_vmap')"),
         host_chunk=(1, ">= 1", "local steps per jitted call ('host'; 1 is fastest on CPU)"),
+        host_devices=(0, ">= 0", "'host' runs clients side by side on this many devices (0 = "
+                      "every CPU device of the process on a CPU, one on an accelerator)"),
         local_loop=("auto", tuple(sorted(LOCAL_LOOPS)), "how the local steps run"),
         unroll=(4, ">= 1", "'partial': local steps unrolled per scan iteration"),
         skip_padding=(True, _ON_OFF, "rolled loops stop at each client's last real step"),

@@ -79,9 +79,12 @@ class RunRecorder:
     # device layout) with --verbose.
     dtype = (f", {config.model.compute_dtype}"
              if exp.dataset is not None else "")
-    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s", config.name,
+    devices = exp.engine.host_devices
+    side_by_side = (f" on {len(devices)} {devices[0].platform.upper()} devices"
+                    if len(devices) > 1 else "")
+    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s%s", config.name,
                  exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
-                 execution.client_strategy, execution.local_loop, dtype)
+                 execution.client_strategy, execution.local_loop, side_by_side, dtype)
     logging.debug("%s: cohort shape (C, S, B) = %s, %d parameters, engine %s, %s",
                   config.name, exp.sampler.shape, tree.num_elements(exp.init_params), execution,
                   "one device" if exp.engine.mesh is None else

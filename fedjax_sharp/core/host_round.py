@@ -1,0 +1,82 @@
+"""The 'host' client strategy: a round's jitted pieces dispatched from a short Python loop, its
+clients spread over the process's devices.
+
+Per round: `prepare` (broadcast, the cohort's client states) once; per client: `client_start`,
+chunks of `host_chunk` local steps (chunks holding only padding steps are skipped: a masked step
+changes nothing), `client_end`; then `finish` (aggregation, server update, scatter) once. The
+same pure functions as the single-jit round (`RoundEngine._round`), so the same numbers (tested).
+
+Several devices (`ExecutionConfig.host_devices`; on a CPU, the CPU devices the process was given:
+`backends.use_cpu_devices`): client `c` of the cohort runs on device `c mod D`. JAX dispatches
+asynchronously, so the loop queues every client's work and the devices compute side by side:
+on XLA's CPU backend, whose thread scaling is poor for one step's small convolutions, two CPU
+devices on two cores ran a 10-client McMahan-CNN round 1.44x faster (docs/performance.md). The
+broadcast, the round's inputs and the training set are copied to each device (the training
+set once per engine), the uploads come back to the first device for `finish`. Each device
+compiles the per-client pieces once. A device computes a client's steps with the same program
+as the first, so the round is the same bit for bit (tested).
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from fedjax_sharp.core import tree
+
+
+class Replicas:
+  """Copies of the training data on the engine's extra devices, made once per data object (a
+  host-fed round's batches are new every round and copied each time)."""
+
+  def __init__(self):
+    self._data, self._copies = None, []
+
+  def of(self, data, devices):
+    if self._data is not data:
+      self._data = data   # a reference: the identity check stays valid
+      self._copies = [data] + [jax.device_put(data, d) for d in devices[1:]]
+    return self._copies
+
+
+def host_round(engine, server_state, client_table, data, cohort, round_info, key):
+  """`engine`'s round (`RoundEngine._round`'s result) from its separately jitted pieces."""
+  bcast, client_states, infos, round_key = engine._jit_prepare(  # pylint: disable=protected-access
+      server_state, client_table, cohort, round_info, key)
+  round_info = round_info.replace(key=round_key)
+  chunk = engine.execution.host_chunk
+  batch_idx, example_mask, step_mask = (np.asarray(a) for a in
+                                        (cohort.batch_idx, cohort.example_mask,
+                                         cohort.step_mask))
+  num_clients, num_steps, _ = batch_idx.shape
+  padded = -(-num_steps // chunk) * chunk
+  if padded != num_steps:  # pad the plan to whole chunks with masked (no-op) steps
+    pad = ((0, 0), (0, padded - num_steps), (0, 0))
+    batch_idx, example_mask = np.pad(batch_idx, pad), np.pad(example_mask, pad)
+    step_mask = np.pad(step_mask, pad[:2])
+  real_steps = step_mask.sum(axis=1)
+  devices = engine.host_devices
+  # What every client reads, on every device (the first holds the originals).
+  shared = [(bcast, round_info, round_key)] + [
+      jax.device_put((bcast, round_info, round_key), d) for d in devices[1:]]
+  datas = engine.replicas.of(data, devices)
+  outputs = []
+  for c in range(num_clients):
+    d = c % len(devices)
+    (b, info_r, key_r), data_d = shared[d], datas[d]
+    cstate, info = tree.index(client_states, c), tree.index(infos, c)
+    if d:
+      cstate, info = jax.device_put((cstate, info), devices[d])
+    local, metrics, client_key = engine._jit_client_start(  # pylint: disable=protected-access
+        b, cstate, info, info_r, data_d, batch_idx[c, 0], example_mask[c, 0], key_r)
+    for k in range(-(-int(real_steps[c]) // chunk)):
+      sl = slice(k * chunk, (k + 1) * chunk)
+      local, metrics = engine._jit_steps(  # pylint: disable=protected-access
+          local, metrics, info_r, data_d, np.arange(sl.start, sl.stop, dtype=np.int32),
+          batch_idx[c, sl], example_mask[c, sl], step_mask[c, sl], client_key)
+    output = engine._jit_client_end(local, b, cstate, info, info_r)  # pylint: disable=protected-access
+    outputs.append((*output, metrics))
+  if len(devices) > 1:
+    outputs = [o if c % len(devices) == 0 else jax.device_put(o, devices[0])
+               for c, o in enumerate(outputs)]
+  return engine._jit_finish(server_state, client_table, tree.stack(outputs),  # pylint: disable=protected-access
+                            cohort, round_info)
