@@ -7,7 +7,8 @@ changes nothing), `client_end`; then `finish` (aggregation, server update, scatt
 same pure functions as the single-jit round (`RoundEngine._round`), so the same numbers (tested).
 
 Several devices (`ExecutionConfig.host_devices`; on a CPU, the CPU devices the process was given:
-`backends.use_cpu_devices`): client `c` of the cohort runs on device `c mod D`. JAX dispatches
+`backends.use_cpu_devices`): each client runs on one device, the longest clients first, each on
+the device with the fewest local steps so far (`assign`: ragged cohorts stay balanced). JAX dispatches
 asynchronously, so the loop queues every client's work and the devices compute side by side:
 on XLA's CPU backend, whose thread scaling is poor for one step's small convolutions, two CPU
 devices on two cores ran a 10-client McMahan-CNN round 1.44x faster (docs/performance.md). The
@@ -22,6 +23,17 @@ import jax
 import numpy as np
 
 from fedjax_sharp.core import tree
+
+
+def assign(real_steps, num_devices: int) -> np.ndarray:
+  """The device of each client: longest first, each to the least loaded device so far (its
+  steps plus one for the client's start and end)."""
+  load = np.zeros(num_devices)
+  device = np.zeros(len(real_steps), np.int64)
+  for c in np.argsort(-np.asarray(real_steps), kind="stable"):
+    device[c] = int(np.argmin(load))
+    load[device[c]] += real_steps[c] + 1
+  return device
 
 
 class Replicas:
@@ -59,9 +71,10 @@ def host_round(engine, server_state, client_table, data, cohort, round_info, key
   shared = [(bcast, round_info, round_key)] + [
       jax.device_put((bcast, round_info, round_key), d) for d in devices[1:]]
   datas = engine.replicas.of(data, devices)
+  device_of = assign(real_steps, len(devices))
   outputs = []
   for c in range(num_clients):
-    d = c % len(devices)
+    d = int(device_of[c])
     (b, info_r, key_r), data_d = shared[d], datas[d]
     cstate, info = tree.index(client_states, c), tree.index(infos, c)
     if d:
@@ -76,7 +89,7 @@ def host_round(engine, server_state, client_table, data, cohort, round_info, key
     output = engine._jit_client_end(local, b, cstate, info, info_r)  # pylint: disable=protected-access
     outputs.append((*output, metrics))
   if len(devices) > 1:
-    outputs = [o if c % len(devices) == 0 else jax.device_put(o, devices[0])
+    outputs = [o if device_of[c] == 0 else jax.device_put(o, devices[0])
                for c, o in enumerate(outputs)]
   return engine._jit_finish(server_state, client_table, tree.stack(outputs),  # pylint: disable=protected-access
                             cohort, round_info)
