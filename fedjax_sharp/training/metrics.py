@@ -77,13 +77,27 @@ def read_jsonl(path: str) -> list[dict]:
   return records
 
 
+def measured(record: dict, key: str):
+  """`key`'s value in a metrics record; None where its round did not measure it. The rounds
+  between evaluations (and a non-finite one) write the evaluation metrics as an explicit None;
+  a metric measured on a schedule of its own (`lambda_max`, `hessian_trace`, ... of
+  `config.analysis`) is absent from the other rounds' records. Readers of metrics.jsonl take
+  both through here."""
+  return record.get(key)
+
+
+def evaluated(records: Iterable[dict], key: str) -> list[dict]:
+  """The records of the rounds that measured `key` (`measured`), in order."""
+  return [r for r in records if measured(r, key) is not None]
+
+
 def summarize(records: Iterable[dict], last_n: int, target: float = 0.0,
               metric: str = "test_accuracy", higher_is_better: bool = True) -> dict:
   """The papers' numbers for `metric` (test accuracy by default; a minimax task's own metric
   otherwise): final, best, mean/std over the last N evaluated rounds, rounds to a target."""
   records = list(records)
-  evaluated = [r for r in records if r.get(metric) is not None]
-  values = np.array([r[metric] for r in evaluated], np.float64)
+  scored = evaluated(records, metric)
+  values = np.array([r[metric] for r in scored], np.float64)
   tail = values[-last_n:]
   last_n = len(tail)  # what was actually averaged (fewer when fewer rounds were evaluated)
   best = (values.max() if higher_is_better else values.min()) if len(values) else None
@@ -100,7 +114,7 @@ def summarize(records: Iterable[dict], last_n: int, target: float = 0.0,
   }
   if target > 0:
     reached = (lambda v: v >= target) if higher_is_better else (lambda v: v <= target)
-    hit = [r["round"] + 1 for r in evaluated if reached(r[metric])]
+    hit = [r["round"] + 1 for r in scored if reached(r[metric])]
     summary["target"] = target
     summary["rounds_to_target"] = hit[0] if hit else None
     if metric == "test_accuracy":

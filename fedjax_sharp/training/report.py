@@ -29,13 +29,8 @@ def _metric(runs) -> tuple[str, bool]:
   return summary.get("metric", "test_accuracy"), summary.get("higher_is_better", True)
 
 
-def _measured(records: list[dict], key: str) -> list[dict]:
-  """The records in which `key` was measured (present and not None: evaluation rounds)."""
-  return [r for r in records if r.get(key) is not None]
-
-
 def _rounds_to_target(records, target, metric="test_accuracy", higher_is_better=True):
-  for r in _measured(records, metric):
+  for r in metrics_lib.evaluated(records, metric):
     if r[metric] >= target if higher_is_better else r[metric] <= target:
       return r["round"] + 1, r["bytes_total"]
   return None, None
@@ -46,8 +41,8 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
   base_time = None
   for name, runs in results.items():
     metric, higher = _metric(runs)
-    tails = [np.array([r[metric] for r in _measured(run["records"], metric)][-last_n:])
-             for run in runs]
+    tails = [np.array([r[metric] for r in metrics_lib.evaluated(run["records"], metric)]
+                      [-last_n:]) for run in runs]
     means = np.array([t.mean() for t in tails])
     std = float(means.std()) if len(runs) > 1 else float(tails[0].std())
     used = min(len(t) for t in tails)   # fewer than last_n when fewer rounds were evaluated
@@ -64,10 +59,10 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
     # A task whose headline metric is not the test accuracy (fair classification's worst
     # class) still reports the mean test accuracy over the same rounds when it records one.
     secondary = None
-    if metric != "test_accuracy" and all(_measured(run["records"], "test_accuracy")
+    if metric != "test_accuracy" and all(metrics_lib.evaluated(run["records"], "test_accuracy")
                                          for run in runs):
       secondary = [np.mean([r["test_accuracy"] for r in
-                            _measured(run["records"], "test_accuracy")][-last_n:])
+                            metrics_lib.evaluated(run["records"], "test_accuracy")][-last_n:])
                    for run in runs]
     # Differential privacy: epsilon(delta) spent (the seeds' mean; the same for every seed of
     # one setting). None without DP, inf (no noise) as None too.
@@ -280,7 +275,7 @@ def plot_accuracy(results: dict[str, list[dict]], path: str, title: str = "") ->
     metric, _ = _metric(runs)
     curves = []
     for run in runs:
-      pts = [(r["round"] + 1, r[metric]) for r in _measured(run["records"], metric)]
+      pts = [(r["round"] + 1, r[metric]) for r in metrics_lib.evaluated(run["records"], metric)]
       curves.append(np.array(pts))
     length = min(len(c) for c in curves)
     xs = curves[0][:length, 0]
@@ -351,7 +346,7 @@ def plot_vs_bytes(results: dict[str, list[dict]], path: str, title: str = "") ->
   for name, runs in results.items():
     metric, _ = _metric(runs)
     curves = [np.array([(r["bytes_total"] / 1e6, r[metric])
-                        for r in _measured(run["records"], metric)]) for run in runs]
+                        for r in metrics_lib.evaluated(run["records"], metric)]) for run in runs]
     length = min(len(c) for c in curves)
     if not length:
       continue
@@ -371,8 +366,8 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
   fig, ax = plt.subplots(figsize=(7, 4.5))
   drawn = False
   for name, runs in results.items():
-    curves = [np.array([(r["round"] + 1, r[key]) for r in _measured(run["records"], key)])
-              for run in runs]
+    curves = [np.array([(r["round"] + 1, r[key])
+                        for r in metrics_lib.evaluated(run["records"], key)]) for run in runs]
     curves = [c for c in curves if len(c)]     # the seeds that logged it
     if not curves:
       continue
