@@ -122,6 +122,28 @@ def summarize(records: Iterable[dict], last_n: int, target: float = 0.0,
   return summary
 
 
+# The keys of a run's summary that older versions did not write, with what their absence
+# means: `metric` and `higher_is_better` came with the minimax tasks (before them every run
+# was scored by its test accuracy); `status` came with the interrupted and diverged statuses (a
+# summary without it counts as completed: an unfinished run of those versions shows by its
+# `rounds`). `seed` is written by every version; hand-made summaries may leave it out.
+# `dp_epsilon` has no default: it is present exactly when the run had differential privacy
+# (None there: no noise, epsilon infinite).
+SUMMARY_DEFAULTS = {"metric": "test_accuracy", "higher_is_better": True,
+                    "status": "completed", "seed": None}
+
+
+def summary_with_defaults(summary: dict) -> dict:
+  """A copy of `summary` with every key of SUMMARY_DEFAULTS, so that readers index it."""
+  return {**SUMMARY_DEFAULTS, **summary}
+
+
+def read_summary(path: str) -> dict:
+  """A run's summary.json, completed by `summary_with_defaults` (older versions lack keys)."""
+  with open(path) as f:
+    return summary_with_defaults(json.load(f))
+
+
 class TensorBoardWriter:
   """Each round's numeric metrics as TensorBoard scalars (tensorboardX; no TensorFlow).
 
