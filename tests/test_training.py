@@ -154,6 +154,24 @@ def test_summarize_last_n_and_rounds_to_target():
   assert s["final_test_accuracy"] == 0.9
 
 
+def test_readers_fill_what_older_summaries_and_unevaluated_rounds_leave_out(tmp_path):
+  # An unevaluated round writes None; a metric on its own schedule is absent: both unmeasured.
+  recs = [{"round": 0, "test_accuracy": None}, {"round": 1, "test_accuracy": 0.5,
+                                                 "lambda_max": 2.0}]
+  assert metrics_lib.evaluated(recs, "test_accuracy") == recs[1:]
+  assert metrics_lib.evaluated(recs, "lambda_max") == recs[1:]
+  assert metrics_lib.measured(recs[0], "lambda_max") is None
+  # A summary of a version before metric, higher_is_better and status.
+  (tmp_path / "summary.json").write_text(json.dumps({"rounds": 3, "seed": 1}))
+  summary = metrics_lib.read_summary(str(tmp_path / "summary.json"))
+  assert summary == {"rounds": 3, "seed": 1, "metric": "test_accuracy",
+                     "higher_is_better": True, "status": "completed"}
+  run = compare.normalise_run({"records": recs, "summary": {"rounds": 3}})
+  assert (run["hessian"], run["analysis"], run["run_dir"], run["reused"]) == (
+      None, None, None, False)
+  assert run["summary"]["seed"] is None and "dp_epsilon" not in run["summary"]
+
+
 def test_compare_grid_writes_table_csv_and_plot(tmp_path):
   c = tiny_config(**{"eval.target_accuracy": 0.2})
   results = compare.run_grid(c, ["fedavg"], [0, 1], str(tmp_path), progress=False)

@@ -128,6 +128,20 @@ def disk_full(e: BaseException) -> str | None:
   return None
 
 
+# The metadata keys that checkpoints of older versions lack, with what their absence meant:
+# `process_count` came with multi-process runs (before them every run had one process),
+# `client_table` and `client_rows` with host-held client tables (before them the table was
+# always in device memory, restored whole). Every version wrote `next_round`, `bytes_total`,
+# `fingerprint` and `config`.
+META_DEFAULTS = {"process_count": 1, "client_table": "device", "client_rows": None}
+
+
+def _read_meta(manager: ocp.CheckpointManager, step: int) -> dict:
+  """The metadata of checkpoint `step`, completed by META_DEFAULTS."""
+  meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+  return {**META_DEFAULTS, **meta}
+
+
 def _restore_args(template):
   """Orbax restore arguments for `template`: its own shardings in a single-process run; in a
   multi-process one, global arrays keep theirs and every other leaf comes back to the host."""
@@ -152,9 +166,10 @@ def _agreed_step(step: int | None) -> int | None:
 
 def restore(workdir: str, config, server_state, client_table):
   """Returns (next_round, server_state, client_table, bytes_total, meta) of the newest
-  checkpoint, or None when there is none. Raises WorkdirError naming the differing fields when
-  the checkpoint comes from another setting or another process count, and when it cannot be
-  read. Multi-process: every process calls it with the same `workdir`."""
+  checkpoint (meta completed by META_DEFAULTS), or None when there is none. Raises WorkdirError
+  naming the differing fields when the checkpoint comes from another setting or another process
+  count, and when it cannot be read. Multi-process: every process calls it with the same
+  `workdir`."""
   step = _agreed_step(latest_round(workdir))
   if step is None:
     return None
@@ -163,11 +178,11 @@ def restore(workdir: str, config, server_state, client_table):
   try:
     with _manager(workdir, 2) as manager, warnings.catch_warnings():
       warnings.simplefilter("ignore")
-      meta = manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
-      diffs = config_lib.setting_differences(meta.get("config", {}), config, allow=("rounds",))
+      meta = _read_meta(manager, step)
+      diffs = config_lib.setting_differences(meta["config"], config, allow=("rounds",))
       if diffs:
         raise WorkdirError(mismatch_message(workdir, diffs, "a checkpoint"))
-      saved_processes = int(meta.get("process_count", 1))
+      saved_processes = int(meta["process_count"])
       if saved_processes != jax.process_count():
         raise WorkdirError(
             f"{path} was written by {saved_processes} process(es) but this run has "
@@ -176,7 +191,7 @@ def restore(workdir: str, config, server_state, client_table):
       if meta["next_round"] > config.rounds:
         raise WorkdirError(f"{path} is at round {meta['next_round']}, beyond rounds="
                            f"{config.rounds}; raise --config.rounds or use another --workdir")
-      saved_kind = meta.get("client_table", "device")
+      saved_kind = meta["client_table"]
       if saved_kind != ("host" if host else "device"):
         raise WorkdirError(
             f"{path} holds a {saved_kind}-memory client table but this run keeps it in "

@@ -25,15 +25,17 @@ from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training.report import (COLUMNS, GEOMETRY, GEOMETRY_LEGEND,
                                           LOG_SCALE_METRICS, geometry_csv, geometry_markdown,
-                                          geometry_rows, plot_accuracy, plot_landscapes,
-                                          plot_series, plot_vs_bytes, table_rows, to_csv,
-                                          to_latex, to_markdown, write_reports)
+                                          geometry_rows, normalise_run, plot_accuracy,
+                                          plot_landscapes, plot_series, plot_vs_bytes,
+                                          table_rows, to_csv, to_latex, to_markdown,
+                                          write_reports)
 
 __all__ = ["COLUMNS", "GEOMETRY", "GEOMETRY_LEGEND", "LOG_SCALE_METRICS", "check_algorithms",
            "configure_variant", "geometry_csv", "geometry_markdown", "geometry_rows",
-           "parse_algorithms", "parse_variant", "plot_accuracy", "plot_landscapes",
-           "plot_series", "plot_vs_bytes", "reuse_note", "run_grid", "table_rows", "to_csv",
-           "to_latex", "to_markdown", "variant_dir", "variant_dir_name", "write_reports"]
+           "normalise_run", "parse_algorithms", "parse_variant", "plot_accuracy",
+           "plot_landscapes", "plot_series", "plot_vs_bytes", "reuse_note", "run_grid",
+           "table_rows", "to_csv", "to_latex", "to_markdown", "variant_dir", "variant_dir_name",
+           "write_reports"]
 
 
 def parse_algorithms(spec: str) -> list[str]:
@@ -125,9 +127,8 @@ def _reusable(run_dir: str, cfg) -> bool:
   summary_path = os.path.join(run_dir, "summary.json")
   if not os.path.exists(summary_path):
     return False
-  with open(summary_path) as f:
-    summary = json.load(f)
-  if summary.get("rounds") != cfg.rounds or summary.get("status", "completed") != "completed":
+  summary = metrics_lib.read_summary(summary_path)
+  if summary["rounds"] != cfg.rounds or summary["status"] != "completed":
     return False  # unfinished: loop.run resumes it from its checkpoint, if any
   with open(os.path.join(run_dir, "config.json")) as f:
     diffs = config_lib.setting_differences(json.load(f), cfg)
@@ -214,10 +215,10 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
       summaries[run_dir] = loop.run(cfg, run_dir, progress=progress)
   results: dict[str, list[dict]] = {}
   for name, run_dir in plan:
-    summary = summaries.get(run_dir)
-    if summary is None:
-      with open(os.path.join(run_dir, "summary.json")) as f:
-        summary = json.load(f)
+    # A run trained now returned its summary; a reused one is read back (with the defaults of
+    # the keys its version may not have written).
+    summary = (metrics_lib.read_summary(os.path.join(run_dir, "summary.json"))
+               if run_dir in reused else summaries[run_dir])
     records = metrics_lib.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
     stored = run_analysis.load_stored(run_dir, run_analysis.HESSIAN_FILE)
     if hessian is not None and "final" not in stored and not report_only:
@@ -235,8 +236,8 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
 def reuse_note(results: dict[str, list[dict]], workdir: str,
                retrain: str = "--overwrite retrains them") -> str | None:
   """One line when finished runs were read back instead of trained (a second `make demo`)."""
-  runs = [r for per_seed in results.values() for r in per_seed]
-  n = sum(bool(r.get("reused")) for r in runs)
+  runs = [normalise_run(r) for per_seed in results.values() for r in per_seed]
+  n = sum(bool(r["reused"]) for r in runs)
   if not n:
     return None
   which = "all" if n == len(runs) else f"{n} of"

@@ -77,13 +77,27 @@ def read_jsonl(path: str) -> list[dict]:
   return records
 
 
+def measured(record: dict, key: str):
+  """`key`'s value in a metrics record; None where its round did not measure it. The rounds
+  between evaluations (and a non-finite one) write the evaluation metrics as an explicit None;
+  a metric measured on a schedule of its own (`lambda_max`, `hessian_trace`, ... of
+  `config.analysis`) is absent from the other rounds' records. Readers of metrics.jsonl take
+  both through here."""
+  return record.get(key)
+
+
+def evaluated(records: Iterable[dict], key: str) -> list[dict]:
+  """The records of the rounds that measured `key` (`measured`), in order."""
+  return [r for r in records if measured(r, key) is not None]
+
+
 def summarize(records: Iterable[dict], last_n: int, target: float = 0.0,
               metric: str = "test_accuracy", higher_is_better: bool = True) -> dict:
   """The papers' numbers for `metric` (test accuracy by default; a minimax task's own metric
   otherwise): final, best, mean/std over the last N evaluated rounds, rounds to a target."""
   records = list(records)
-  evaluated = [r for r in records if r.get(metric) is not None]
-  values = np.array([r[metric] for r in evaluated], np.float64)
+  scored = evaluated(records, metric)
+  values = np.array([r[metric] for r in scored], np.float64)
   tail = values[-last_n:]
   last_n = len(tail)  # what was actually averaged (fewer when fewer rounds were evaluated)
   best = (values.max() if higher_is_better else values.min()) if len(values) else None
@@ -100,12 +114,34 @@ def summarize(records: Iterable[dict], last_n: int, target: float = 0.0,
   }
   if target > 0:
     reached = (lambda v: v >= target) if higher_is_better else (lambda v: v <= target)
-    hit = [r["round"] + 1 for r in evaluated if reached(r[metric])]
+    hit = [r["round"] + 1 for r in scored if reached(r[metric])]
     summary["target"] = target
     summary["rounds_to_target"] = hit[0] if hit else None
     if metric == "test_accuracy":
       summary["target_accuracy"] = target
   return summary
+
+
+# The keys of a run's summary that older versions did not write, with what their absence
+# means: `metric` and `higher_is_better` came with the minimax tasks (before them every run
+# was scored by its test accuracy); `status` came with the interrupted and diverged statuses (a
+# summary without it counts as completed: an unfinished run of those versions shows by its
+# `rounds`). `seed` is written by every version; hand-made summaries may leave it out.
+# `dp_epsilon` has no default: it is present exactly when the run had differential privacy
+# (None there: no noise, epsilon infinite).
+SUMMARY_DEFAULTS = {"metric": "test_accuracy", "higher_is_better": True,
+                    "status": "completed", "seed": None}
+
+
+def summary_with_defaults(summary: dict) -> dict:
+  """A copy of `summary` with every key of SUMMARY_DEFAULTS, so that readers index it."""
+  return {**SUMMARY_DEFAULTS, **summary}
+
+
+def read_summary(path: str) -> dict:
+  """A run's summary.json, completed by `summary_with_defaults` (older versions lack keys)."""
+  with open(path) as f:
+    return summary_with_defaults(json.load(f))
 
 
 class TensorBoardWriter:

@@ -9,6 +9,8 @@ from typing import Callable
 
 from absl import logging
 
+from fedjax_sharp.training import metrics as metrics_lib
+
 
 def _duration(s: float) -> str:
   """'42 s', '12 min 05 s', '3 h 07 min'."""
@@ -74,7 +76,7 @@ class Progress:
     """(priority, text) of every field after the round counter, in display order; the line
     drops the highest priority number first."""
     eta = self.eta_s(done)
-    value = record.get(self.metric)
+    value = metrics_lib.measured(record, self.metric)   # None between evaluations
     label = "acc" if self.metric == "test_accuracy" else self.metric
     return [
         (5, f"{label} {value:.4g}" if value is not None else f"{label} -"),

@@ -1,5 +1,6 @@
 """The tables and plots of a grid of runs (`compare.run_grid`'s results: {algorithm: [per-seed
-result dicts with 'records', 'summary', 'hessian', 'analysis', 'run_dir']}), like the papers':
+result dicts with 'records', 'summary', 'hessian', 'analysis', 'run_dir']}; hand-made ones may
+leave out what RUN_DEFAULTS lists), like the papers':
 per algorithm, the metric over the last N rounds (mean and std over seeds; with one seed, the std
 over those N rounds, as in the FedGMT tables), the final value, rounds to a target, communication
 per round and to the target, time per round; the geometry of the final models; the curves.
@@ -24,18 +25,31 @@ COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", 
 LOG_SCALE_METRICS = ("distance_to_saddle", "phi_gap", "grad_phi_norm", "abs_x")
 
 
+# The entries of a run that hand-made results may leave out, and what their absence means: no
+# final-model Hessian (hessian.json), no analysis.json, no run directory (so no landscape.npz),
+# not read back from an earlier run. `compare.run_grid` writes them all.
+RUN_DEFAULTS = {"hessian": None, "analysis": None, "run_dir": None, "reused": False}
+
+
+def normalise_run(run: dict) -> dict:
+  """A copy of `run` with every entry of RUN_DEFAULTS and a summary with every key of
+  `metrics.SUMMARY_DEFAULTS` (summaries of older versions lack some), so that the tables and
+  plots index them directly."""
+  return {**RUN_DEFAULTS, **run, "summary": metrics_lib.summary_with_defaults(run["summary"])}
+
+
+def _normalised(results: dict[str, list[dict]]) -> dict[str, list[dict]]:
+  """`normalise_run` of every run: where results enter the tables and plots."""
+  return {name: [normalise_run(run) for run in runs] for name, runs in results.items()}
+
+
 def _metric(runs) -> tuple[str, bool]:
   summary = runs[0]["summary"]
-  return summary.get("metric", "test_accuracy"), summary.get("higher_is_better", True)
-
-
-def _measured(records: list[dict], key: str) -> list[dict]:
-  """The records in which `key` was measured (present and not None: evaluation rounds)."""
-  return [r for r in records if r.get(key) is not None]
+  return summary["metric"], summary["higher_is_better"]
 
 
 def _rounds_to_target(records, target, metric="test_accuracy", higher_is_better=True):
-  for r in _measured(records, metric):
+  for r in metrics_lib.evaluated(records, metric):
     if r[metric] >= target if higher_is_better else r[metric] <= target:
       return r["round"] + 1, r["bytes_total"]
   return None, None
@@ -44,10 +58,10 @@ def _rounds_to_target(records, target, metric="test_accuracy", higher_is_better=
 def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> list[dict]:
   rows = []
   base_time = None
-  for name, runs in results.items():
+  for name, runs in _normalised(results).items():
     metric, higher = _metric(runs)
-    tails = [np.array([r[metric] for r in _measured(run["records"], metric)][-last_n:])
-             for run in runs]
+    tails = [np.array([r[metric] for r in metrics_lib.evaluated(run["records"], metric)]
+                      [-last_n:]) for run in runs]
     means = np.array([t.mean() for t in tails])
     std = float(means.std()) if len(runs) > 1 else float(tails[0].std())
     used = min(len(t) for t in tails)   # fewer than last_n when fewer rounds were evaluated
@@ -59,24 +73,24 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
                                  for run in runs]))
     base_time = base_time or s_per_round
     comm = runs[0]["summary"]["communication"]
-    lams = [run["hessian"]["lambda_max"] for run in runs if run.get("hessian")]
+    lams = [run["hessian"]["lambda_max"] for run in runs if run["hessian"]]
     lam_ok = lams and len(lams) == len(runs)
     # A task whose headline metric is not the test accuracy (fair classification's worst
     # class) still reports the mean test accuracy over the same rounds when it records one.
     secondary = None
-    if metric != "test_accuracy" and all(_measured(run["records"], "test_accuracy")
+    if metric != "test_accuracy" and all(metrics_lib.evaluated(run["records"], "test_accuracy")
                                          for run in runs):
       secondary = [np.mean([r["test_accuracy"] for r in
-                            _measured(run["records"], "test_accuracy")][-last_n:])
+                            metrics_lib.evaluated(run["records"], "test_accuracy")][-last_n:])
                    for run in runs]
     # Differential privacy: epsilon(delta) spent (the seeds' mean; the same for every seed of
-    # one setting). None without DP, inf (no noise) as None too.
-    epsilons = [run["summary"].get("dp_epsilon") for run in runs]
-    private = [run for run in runs if "dp_epsilon" in run["summary"]]
+    # one setting). None without DP; inf when a seed's is unbounded (no noise: None in its
+    # summary) or, in a mix, a seed had no DP at all.
+    epsilons = [run["summary"]["dp_epsilon"] for run in runs if "dp_epsilon" in run["summary"]]
+    bounded = len(epsilons) == len(runs) and None not in epsilons
     rows.append({
         "algorithm": name, "seeds": len(runs), "metric": metric,
-        "dp_epsilon": (float(np.mean(epsilons)) if private and None not in epsilons
-                       else "inf" if private else None),
+        "dp_epsilon": (float(np.mean(epsilons)) if bounded else "inf" if epsilons else None),
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
         "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
@@ -121,10 +135,15 @@ GEOMETRY_LEGEND = (
     "when every client was sampled at least once); client accuracies in percent.")
 
 
-def _geometry_value(run: dict, entry: str, key: str):
-  source = run.get("hessian") if entry == "hessian" else (run.get("analysis") or {}).get(entry)
-  value = (source or {}).get(key)
-  return None if value is None else float(value)
+def _geometry_values(run: dict) -> dict[str, float]:
+  """{column: value} of the GEOMETRY analyses `run` has: its hessian.json 'final' entry and its
+  analysis.json entries are each optional, and a value may be None (a participation gap with
+  every client sampled)."""
+  wanted = {(entry, column) for entry, column, _ in GEOMETRY}
+  stored = {**(run["analysis"] or {}), "hessian": run["hessian"] or {}}
+  return {column: float(value) for entry, values in stored.items() if isinstance(values, dict)
+          for column, value in values.items()
+          if (entry, column) in wanted and value is not None}
 
 
 def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
@@ -132,11 +151,11 @@ def geometry_rows(results: dict[str, list[dict]]) -> list[dict]:
   how many seeds have it: {'algorithm', 'seeds', '<column>_mean', '<column>_std',
   '<column>_n'}. Algorithms none of whose runs was analysed are left out."""
   rows = []
-  for name, runs in results.items():
+  for name, runs in _normalised(results).items():
     row = {"algorithm": name, "seeds": len(runs)}
-    for entry, column, _ in GEOMETRY:
-      values = [v for v in (_geometry_value(run, entry, column) for run in runs)
-                if v is not None]
+    per_run = [_geometry_values(run) for run in runs]
+    for _, column, _ in GEOMETRY:
+      values = [found[column] for found in per_run if column in found]
       row[f"{column}_mean"] = float(np.mean(values)) if values else None
       row[f"{column}_std"] = float(np.std(values)) if len(values) > 1 else None
       row[f"{column}_n"] = len(values)
@@ -169,12 +188,12 @@ def plot_landscapes(results: dict[str, list[dict]], path: str, title: str = "") 
   centre slices overlaid (`analysis.landscape.save_surfaces`). False (nothing drawn) if none."""
   from fedjax_sharp.analysis import landscape  # pylint: disable=g-import-not-at-top
   surfaces = {}
-  for name, runs in results.items():
+  for name, runs in _normalised(results).items():
     for run in runs:
-      run_dir = run.get("run_dir")   # hand-made results have none
+      run_dir = run["run_dir"]   # hand-made results have none
       npz = os.path.join(run_dir or "", "landscape.npz")
       if run_dir and os.path.exists(npz):
-        seed = run["summary"].get("seed")
+        seed = run["summary"]["seed"]
         with np.load(npz) as f:
           surfaces[name if seed is None else f"{name}, seed {seed}"] = {k: f[k] for k in f.files}
         break
@@ -233,7 +252,7 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
   unit = " (%)" if pct else ""
   target_s = f"{100 * target:.0f}%" if pct else f"{target:g}"
   with_acc = any(r["test_acc_last_n_mean"] is not None for r in rows)
-  with_dp = any(r.get("dp_epsilon") is not None for r in rows)
+  with_dp = any(r["dp_epsilon"] is not None for r in rows)
   last, spread = _last_n_and_std_label(rows, last_n)
   head = (f"| algorithm | seeds | {label} {last}{unit}, {spread} | final {label}{unit} |"
           + (f" acc {last} (%) |" if with_acc else "")
@@ -255,7 +274,7 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
         + (f" {_fmt(r['rounds_to_target'])} |" if with_target else "")
         + f" {r['vectors_per_round']} |" + (f" {_fmt(r['mb_to_target'])} |" if with_target else "")
         + f" {_fmt(r['s_per_round'])} | {r['relative_time']:.2f}x |" + lam
-        + (f" {_fmt(r.get('dp_epsilon'))} |" if with_dp else ""))
+        + (f" {_fmt(r['dp_epsilon'])} |" if with_dp else ""))
   return "\n".join(lines) + "\n"
 
 
@@ -276,11 +295,11 @@ def plot_accuracy(results: dict[str, list[dict]], path: str, title: str = "") ->
 
   fig, ax = plt.subplots(figsize=(7, 4.5))
   metric = "test_accuracy"
-  for name, runs in results.items():
+  for name, runs in _normalised(results).items():
     metric, _ = _metric(runs)
     curves = []
     for run in runs:
-      pts = [(r["round"] + 1, r[metric]) for r in _measured(run["records"], metric)]
+      pts = [(r["round"] + 1, r[metric]) for r in metrics_lib.evaluated(run["records"], metric)]
       curves.append(np.array(pts))
     length = min(len(c) for c in curves)
     xs = curves[0][:length, 0]
@@ -318,7 +337,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
   best = (max if higher else min)(r["acc_last_n_mean"] for r in rows)
   scale = 100.0 if pct else 1.0
   label = metric.replace("_", " ") + (" (\\%)" if pct else "")
-  with_dp = any(r.get("dp_epsilon") is not None for r in rows)
+  with_dp = any(r["dp_epsilon"] is not None for r in rows)
   cols = "l" + "r" * (3 + with_lam + with_dp)
   lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
            f"algorithm & seeds & {label}, {_last_n_and_std_label(rows, last_n)[0]} & final"
@@ -335,7 +354,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
              else f" & {r['lambda_max_mean']:.3g}" + (
                  "" if r["lambda_max_std"] is None else f" $\\pm$ {r['lambda_max_std']:.2g}"))
     name = r["algorithm"].replace("_", "\\_")
-    eps = f" & {_fmt(r.get('dp_epsilon'))}" if with_dp else ""
+    eps = f" & {_fmt(r['dp_epsilon'])}" if with_dp else ""
     lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam}{eps} \\\\")
   lines += ["\\bottomrule", "\\end{tabular}"]
   return "\n".join(lines) + "\n"
@@ -348,10 +367,10 @@ def plot_vs_bytes(results: dict[str, list[dict]], path: str, title: str = "") ->
   import matplotlib.pyplot as plt
   fig, ax = plt.subplots(figsize=(7, 4.5))
   metric = "test_accuracy"
-  for name, runs in results.items():
+  for name, runs in _normalised(results).items():
     metric, _ = _metric(runs)
     curves = [np.array([(r["bytes_total"] / 1e6, r[metric])
-                        for r in _measured(run["records"], metric)]) for run in runs]
+                        for r in metrics_lib.evaluated(run["records"], metric)]) for run in runs]
     length = min(len(c) for c in curves)
     if not length:
       continue
@@ -371,8 +390,8 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
   fig, ax = plt.subplots(figsize=(7, 4.5))
   drawn = False
   for name, runs in results.items():
-    curves = [np.array([(r["round"] + 1, r[key]) for r in _measured(run["records"], key)])
-              for run in runs]
+    curves = [np.array([(r["round"] + 1, r[key])
+                        for r in metrics_lib.evaluated(run["records"], key)]) for run in runs]
     curves = [c for c in curves if len(c)]     # the seeds that logged it
     if not curves:
       continue
