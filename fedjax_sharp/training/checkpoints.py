@@ -40,14 +40,15 @@ from fedjax_sharp.training.workdir import mismatch_message
 
 
 def fingerprint(config) -> str:
-  """A short hash of the setting fields (what changes the numbers)."""
+  """A short hash of the setting fields (what changes the numbers). `config` holds every declared
+  section and algorithm block (`config.base_config`)."""
   full = json.loads(config_lib.resolved_setting(config).to_json_best_effort())
   for path in config_lib.PERFORMANCE_FIELDS:   # how fast, not what: not part of the setting
     section, field = path.split(".")
-    full.get(section, {}).pop(field, None)
+    del full[section][field]
   name = full["algorithm"]["name"]
-  setting = {k: full.get(k) for k in config_lib.SETTING_FIELDS if k != "rounds"}
-  setting["algorithm"] = {"name": name, name: full["algorithm"].get(name)}
+  setting = {k: full[k] for k in config_lib.SETTING_FIELDS if k != "rounds"}
+  setting["algorithm"] = {"name": name, name: full["algorithm"][name]}
   return hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -147,7 +147,7 @@ def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> lis
   for key, value in new_flat.items():
     if not keep(key) or key in allow or key in PERFORMANCE_FIELDS:
       continue
-    if key == "dp.noise_multiplier" and new_flat.get("dp.target_epsilon") is not None:
+    if key == "dp.noise_multiplier" and new_flat["dp.target_epsilon"] is not None:
       continue   # solved from dp.target_epsilon and the other fields (config.json has the value)
     old = old_flat.get(key, default.get(key, value))
     if old != value:
