@@ -1,6 +1,7 @@
 """Language-model data: token ids, vocabularies and next-token sequences, for the text
 datasets with a natural partition (Shakespeare and Stack Overflow from TFF's SQLite files,
-`tff_sqlite`; LEAF's Shakespeare, `leaf`). No file format is read here.
+`tff_sqlite`; LEAF's Shakespeare, `leaf`). The datasets' own files are read by those modules;
+the one file read here is a saved LM vocabulary (`json_files` schema).
 
   - Shakespeare (`shakespeare_sequences`): per client, fedjax's preprocessing: every
     snippet becomes BOS, its bytes' ids, EOS; the client's snippets are joined into one
