@@ -119,12 +119,14 @@ def host_devices(requested: int = 0, backend: str | None = None) -> list:
 def use_cpu_devices(count: int | None = None) -> int:
   """Gives this process `count` CPU devices (None: one per core, at most MAX_CPU_DEVICES), so
   that the 'host' strategy runs that many clients side by side on a CPU. Only before JAX
-  starts its backends (the CLI calls it first thing; in a notebook, call it before any JAX
-  computation); a device count already in XLA_FLAGS (`--xla_force_host_platform_device_count`)
-  wins. Returns the count asked for; the CPU backend alone is affected."""
-  if re.search(r"--xla_force_host_platform_device_count=\d+", os.environ.get("XLA_FLAGS", "")):
-    return int(re.search(r"--xla_force_host_platform_device_count=(\d+)",
-                         os.environ["XLA_FLAGS"]).group(1))
+  starts its backends (the CLI calls it for `--cpu_devices`; in a notebook, call it before any
+  JAX computation); a device count already in XLA_FLAGS
+  (`--xla_force_host_platform_device_count`) wins. Returns the count in effect; the CPU backend
+  alone is affected."""
+  forced = re.search(r"--xla_force_host_platform_device_count=(\d+)",
+                     os.environ.get("XLA_FLAGS", ""))
+  if forced:
+    return int(forced.group(1))
   count = count or max(1, min(os.cpu_count() or 1, MAX_CPU_DEVICES))
   try:
     jax.config.update("jax_num_cpu_devices", int(count))

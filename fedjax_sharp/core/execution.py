@@ -34,10 +34,10 @@ class ExecutionConfig:
     the plan. Under vmap the batched loop runs until the longest client of the vmapped group is
     done: the cohort's largest K_m instead of the population's. Exact (padding steps are
     no-ops either way).
-  host_devices: 'host' spreads the cohort's clients over this many devices, client `c` on device
-    `c mod D`, computing side by side (`core.host_round`; the same numbers): 0 = every device of
-    the process on a CPU (the CLI gives a process one CPU device per core, up to four:
-    `backends.use_cpu_devices`), one device on an accelerator.
+  host_devices: 'host' spreads the cohort's clients over this many devices, longest clients
+    first, each to the least loaded device, computing side by side (`core.host_round`; the same
+    numbers): 0 = every device of the process on a CPU (one unless the process was given more:
+    the CLI's `--cpu_devices`, `backends.use_cpu_devices`), one device on an accelerator.
   sort_clients: order the cohort by local step count (largest first) inside the round, so the
     vmapped chunks of 'chunked_vmap' hold clients of similar length (buckets) and, with
     skip_padding, each chunk runs for its own longest client. Only the summation order of
