@@ -33,8 +33,15 @@ STATUSES = ("completed", "interrupted", "diverged", "failed")
 
 
 def _all_finite(tree_) -> bool:
-  return all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(tree_)
-             if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact))
+  """One compiled reduction over the floating-point leaves (a check per leaf compiled a program
+  for every distinct leaf shape: ~7 s for a MobileNetV2 on a 2-core CPU)."""
+  leaves = [x for x in jax.tree.leaves(tree_) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+  return bool(_leaves_finite(leaves)) if leaves else True
+
+
+@jax.jit
+def _leaves_finite(leaves):
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
 class RunRecorder:
