@@ -11,7 +11,8 @@ from ml_collections import config_dict
 
 from fedjax_sharp.algorithms.hyperparameters import check
 from fedjax_sharp.models import registry
-from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS, is_minimax
+from fedjax_sharp.training.fields import (DECLARED, RULES, SECTIONS, check_multiprocess,
+                                          is_minimax)
 from fedjax_sharp.training.fields import aggregation as resolved_aggregation
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
@@ -47,10 +48,11 @@ def load_config_file(path: str, arg: str | None = None) -> ml_collections.Config
   return module.get_config(arg) if arg is not None else module.get_config()
 
 
-def validate(config) -> None:
+def validate(config, multiprocess: bool = False) -> None:
   """Every declared field in its range or choices, no undeclared field in a section
-  (`training.fields`), then the rules between fields and the algorithm blocks; an error is one
-  line naming the field and its allowed values."""
+  (`training.fields`), then the rules between fields and the algorithm blocks, and with
+  `multiprocess` (a run of several processes, `core.distributed`) what such runs do not
+  support; an error is one line naming the field and its allowed values."""
   for section, declared in SECTIONS.items():
     node = config
     for part in filter(None, section.split(".")):
@@ -61,6 +63,8 @@ def validate(config) -> None:
     check(section, leaves, declared)
   for rule in RULES:
     rule(config)
+  if multiprocess:
+    check_multiprocess(config)
 
 
 # Fields that define a run's numbers (everything but logging, evaluation cadence, engine and

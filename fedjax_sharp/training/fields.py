@@ -356,6 +356,14 @@ def _algorithm_blocks(config) -> None:
     registry.ALGORITHMS[config.algorithm.name].check_server(config)
 
 
+def check_multiprocess(config) -> None:
+  """What multi-process runs (`core.distributed`) do not support, naming the field
+  (`config.validate(config, multiprocess=True)`)."""
+  if config.engine.client_table == "host":
+    raise ConfigError("engine.client_table='host': multi-process runs keep the client table "
+                      "on the devices of the mesh; use 'device' (or 'auto')")
+
+
 def own_privacy(config) -> bool:
   """Whether the selected algorithm applies its own clipping and noise (DP-FedSAM:
   `Registration.private`)."""

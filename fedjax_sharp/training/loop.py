@@ -34,7 +34,7 @@ from fedjax_sharp.training.workdir import WorkdirLock
 
 __all__ = ["AVERAGE_PARAMS", "Experiment", "FINAL_PARAMS", "Progress", "RoundAnalysis",
            "RunRecorder", "STATUSES", "STREAM_INIT", "STREAM_TRAIN", "VOCABULARY_FILE",
-           "build_experiment", "check_multiprocess", "is_token_dataset", "load_params",
+           "build_experiment", "is_token_dataset", "load_params",
            "make_evaluator", "make_preprocess", "model_fields", "provenance", "run",
            "save_params", "signals_as_interrupt"]
 
@@ -44,10 +44,7 @@ def build_experiment(config, dataset=None) -> Experiment:
   `config.prepare`; `Experiment.config` is that prepared copy). `dataset`: an already loaded
   dataset of `config.data` (sweeps load it once for all their experiments; classification
   only)."""
-  return _build_prepared(config_lib.prepare(config), dataset)
-
-
-def _build_prepared(config, dataset=None) -> Experiment:
+  config = config_lib.prepare(config)
   if config_lib.is_minimax(config):
     return minimax_experiment.build_experiment(config)
   return build_classification_experiment(config, dataset)
@@ -88,11 +85,16 @@ def signals_as_interrupt():
     signal.signal(signal.SIGINT, old_int)
 
 
-def check_multiprocess(config) -> None:
-  """Refuses, naming the field, what multi-process runs (`core.distributed`) do not support."""
-  if config.engine.client_table == "host":
-    raise ValueError("engine.client_table='host': multi-process runs keep the client table on "
-                     "the devices of the mesh; use 'device' (or 'auto')")
+@contextlib.contextmanager
+def _naming_last_checkpoint(checkpoint_workdir: str | None):
+  """An interrupt (SIGINT, or SIGTERM's RunInterrupted) leaves as `e.last_checkpoint` the round
+  a rerun resumes from (None without checkpoints)."""
+  try:
+    yield
+  except KeyboardInterrupt as e:
+    e.last_checkpoint = (checkpoints.latest_round(checkpoint_workdir) if checkpoint_workdir
+                         else None)
+    raise
 
 
 def run(config, workdir: str | None = None, progress: bool = True,
@@ -110,24 +112,13 @@ def run(config, workdir: str | None = None, progress: bool = True,
   restore its checkpoints together (`training.checkpoints`).
   """
   # A bad value is reported as itself, before the workdir (created by the lock, compared with
-  # the config) is touched.
-  config_lib.validate(config)
+  # the config) is touched; a multi-process run also refuses what it does not support.
+  config_lib.validate(config, multiprocess=distributed.is_multiprocess())
   checkpoint_workdir = workdir
-  if distributed.is_multiprocess():
-    check_multiprocess(config)
-    if workdir and not distributed.writes_files():
-      workdir = None       # process 0 writes the run directory; all write the checkpoints
-  try:
-    return _run_locked(config, workdir, checkpoint_workdir, progress, experiment)
-  except KeyboardInterrupt as e:    # SIGTERM's RunInterrupted too: say what a rerun resumes
-    e.last_checkpoint = (checkpoints.latest_round(checkpoint_workdir) if checkpoint_workdir
-                         else None)
-    raise
-
-
-def _run_locked(config, workdir, checkpoint_workdir, progress, experiment) -> dict:
+  if workdir and not distributed.writes_files():
+    workdir = None         # process 0 writes the run directory; all write the checkpoints
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
-  with lock:
+  with _naming_last_checkpoint(checkpoint_workdir), lock:
     # 'auto' resolved once (`config.prepare`), after the lock: resolving starts the backend,
     # and a second run into the same workdir must meet the lock first.
     config = config_lib.resolved_setting(config)
@@ -135,7 +126,9 @@ def _run_locked(config, workdir, checkpoint_workdir, progress, experiment) -> di
       workdir_lib.check_setting(workdir, config)
     started_from = provenance()   # the code at the start: a checkout moved later changes nothing
     t_build = time.time()
-    exp = experiment or _build_prepared(config)
+    exp = experiment or (minimax_experiment.build_experiment(config)
+                         if config_lib.is_minimax(config)
+                         else build_classification_experiment(config))
     r = RunRecorder(config, workdir, exp, time.time() - t_build, progress,
                     checkpoint_workdir=checkpoint_workdir, run_provenance=started_from)
     status = "failed"
