@@ -222,16 +222,14 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
   algorithm, accounting = apply_privacy(config, build_algorithm(config, train_apply), params,
                                         len(client_indices))
   execution = ExecutionConfig.from_config(config.engine)
+  footprint = Footprint.estimate(params, jax.eval_shape(algorithm.client_state_init, params),
+                                 config.clients_per_round)
+  client_table = client_table_lib.resolve(str(config.engine.client_table), algorithm, params,
+                                          len(client_indices),
+                                          float(config.engine.client_table_budget_mb))
+  mesh = sharding.mesh_for(int(config.engine.devices), int(config.engine.experiment_devices))
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
-                       client_table=client_table_lib.resolve(
-                           str(config.engine.client_table), algorithm, params,
-                           len(client_indices),
-                           float(config.engine.client_table_budget_mb)),
-                       mesh=sharding.mesh_for(int(config.engine.devices),
-                                              int(config.engine.experiment_devices)),
-                       footprint=Footprint.estimate(
-                           params, jax.eval_shape(algorithm.client_state_init, params),
-                           config.clients_per_round))
+                       client_table=client_table, mesh=mesh, footprint=footprint)
   sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=str(config.aggregation))
