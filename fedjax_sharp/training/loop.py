@@ -3,8 +3,9 @@
     exp = build_experiment(config)          # data, partition, model, algorithm, engine
     summary = run(config, workdir)           # the whole experiment, metrics written as it goes
 
-The pieces live in short modules: `training.experiment` (building an experiment, the
-evaluator), `training.minimax_experiment` (minimax tasks), `training.recorder` (resume, each
+The pieces live in short modules: `training.experiment` (what an experiment is, the
+preprocessing, the evaluator), `training.classification_experiment` and
+`training.minimax_experiment` (building one), `training.recorder` (resume, each
 round's record, summaries) and `training.hooks` (what runs after each round, in order:
 evaluation, metrics.jsonl, the divergence guard, checkpoints, final models, progress). Their
 public names are re-exported here, the training path's one import for notebooks and scripts.
@@ -23,9 +24,10 @@ from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import minimax_experiment
 from fedjax_sharp.training import workdir as workdir_lib
+from fedjax_sharp.training.classification_experiment import (build_classification_experiment,
+                                                             model_fields)
 from fedjax_sharp.training.experiment import (STREAM_INIT, STREAM_TRAIN, Experiment,
-                                              build_classification_experiment, is_token_dataset,
-                                              make_evaluator, make_preprocess, model_fields)
+                                              is_token_dataset, make_evaluator, make_preprocess)
 from fedjax_sharp.training.hooks import (AVERAGE_PARAMS, FINAL_PARAMS, RoundAnalysis,
                                          load_params, save_params)
 from fedjax_sharp.training.progress import Progress
