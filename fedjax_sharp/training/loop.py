@@ -125,7 +125,7 @@ def run(config, workdir: str | None = None, progress: bool = True,
     # and a second run into the same workdir must meet the lock first.
     config = config_lib.resolved_setting(config)
     if workdir:
-      workdir_lib.check_setting(workdir, config)
+      workdir_lib.check_resolved_setting(workdir, config)
     started_from = provenance()   # the code at the start: a checkout moved later changes nothing
     t_build = time.time()
     exp = experiment or (minimax_experiment.build_experiment(config)
