@@ -1,5 +1,6 @@
-"""The base experiment config and its validation, both derived from the field declarations
-(`training.fields`: one line per field with its default, range or choices and doc).
+"""The base experiment config, derived from the field declarations (`training.fields`: one line
+per field with its default, range or choices and doc, and `validate`), and the config a run
+executes (`prepare`: validated, every 'auto' that decides the numbers resolved).
 
 Every file under `configs/` starts from `base_config()` and overrides what its setting needs;
 any field can be overridden on the command line: `--config.rounds=50 --config.algorithm.name=fedgmt`.
@@ -9,10 +10,8 @@ from __future__ import annotations
 import ml_collections
 from ml_collections import config_dict
 
-from fedjax_sharp.algorithms.hyperparameters import check
 from fedjax_sharp.models import registry
-from fedjax_sharp.training.fields import (DECLARED, RULES, SECTIONS, check_multiprocess,
-                                          is_minimax)
+from fedjax_sharp.training.fields import DECLARED, SECTIONS, is_minimax, validate
 from fedjax_sharp.training.fields import aggregation as resolved_aggregation
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
@@ -46,25 +45,6 @@ def load_config_file(path: str, arg: str | None = None) -> ml_collections.Config
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.get_config(arg) if arg is not None else module.get_config()
-
-
-def validate(config, multiprocess: bool = False) -> None:
-  """Every declared field in its range or choices, no undeclared field in a section
-  (`training.fields`), then the rules between fields and the algorithm blocks, and with
-  `multiprocess` (a run of several processes, `core.distributed`) what such runs do not
-  support; an error is one line naming the field and its allowed values."""
-  for section, declared in SECTIONS.items():
-    node = config
-    for part in filter(None, section.split(".")):
-      node = node[part]
-    leaves = {k: node[k] for k in node if not hasattr(node[k], "items")}
-    if not section:   # the top level's other fields are its sections
-      leaves = {k: v for k, v in leaves.items() if k in declared}
-    check(section, leaves, declared)
-  for rule in RULES:
-    rule(config)
-  if multiprocess:
-    check_multiprocess(config)
 
 
 # Fields that define a run's numbers (everything but logging, evaluation cadence, engine and

@@ -22,6 +22,7 @@ from fedjax_sharp.core import distributed
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import fields
 from fedjax_sharp.training import minimax_experiment
 from fedjax_sharp.training import workdir as workdir_lib
 from fedjax_sharp.training.classification_experiment import (build_classification_experiment,
@@ -115,7 +116,7 @@ def run(config, workdir: str | None = None, progress: bool = True,
   """
   # A bad value is reported as itself, before the workdir (created by the lock, compared with
   # the config) is touched; a multi-process run also refuses what it does not support.
-  config_lib.validate(config, multiprocess=distributed.is_multiprocess())
+  fields.validate(config, multiprocess=distributed.is_multiprocess())
   checkpoint_workdir = workdir
   if workdir and not distributed.writes_files():
     workdir = None         # process 0 writes the run directory; all write the checkpoints
