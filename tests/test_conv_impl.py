@@ -351,20 +351,21 @@ def test_resume_refuses_another_resolved_dtype_and_allows_another_conv_impl(monk
   only, may differ."""
   import json
   from fedjax_sharp.training import config as config_lib
+  from fedjax_sharp.training.workdir import setting_differences
   c = config_lib.base_config()
   monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
   saved_on_gpu = json.loads(config_lib.resolved_setting(c).to_json_best_effort())
   assert saved_on_gpu["model"]["compute_dtype"] == "bfloat16"
   monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-  diffs = config_lib.setting_differences(saved_on_gpu, c)
+  diffs = setting_differences(saved_on_gpu, c)
   assert diffs == ["model.compute_dtype: saved 'bfloat16', now 'float32'"]
   c.model.compute_dtype = "bfloat16"                                 # continue as it ran
-  assert config_lib.setting_differences(saved_on_gpu, c) == []
+  assert setting_differences(saved_on_gpu, c) == []
   saved_on_gpu["model"]["conv_impl"] = "matmul"
-  assert config_lib.setting_differences(saved_on_gpu, c) == []
+  assert setting_differences(saved_on_gpu, c) == []
   # A config.json written before compute_dtype existed computed in float32.
   del saved_on_gpu["model"]["compute_dtype"]
-  assert config_lib.setting_differences(saved_on_gpu, c) == [
+  assert setting_differences(saved_on_gpu, c) == [
       "model.compute_dtype: saved 'float32', now 'bfloat16'"]
 
 

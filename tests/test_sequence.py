@@ -326,7 +326,7 @@ def test_one_run_of_a_word_lstm_experiment(tmp_path):
   import json
   import types
   from fedjax_sharp.training import config as config_lib, loop
-  from fedjax_sharp.training.experiment import build_classification_experiment
+  from fedjax_sharp.training.classification_experiment import build_classification_experiment
   x, raw, parts = _token_clients()
   y = losses.encode_targets(raw, **STACKOVERFLOW)
   ds = types.SimpleNamespace(name="toy_tokens", x_train=x, y_train=y, x_test=x[:10],

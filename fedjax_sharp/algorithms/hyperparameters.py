@@ -169,6 +169,19 @@ def check(prefix: str, values: Mapping[str, Any], declared: Mapping[str, Hyperpa
     check_value(prefix, declared[field], value)
 
 
+def block_values(prefix: str, given: Mapping[str, Any],
+                 declared: Mapping[str, Hyperparameter]) -> dict[str, Any]:
+  """A config block's values (`given`, checked: `check`) over the declared defaults; an int
+  given for a float field is taken as a float."""
+  check(prefix, given, declared)
+  values = {k: h.default for k, h in declared.items()}
+  for k, v in given.items():
+    if declared[k].type is float and isinstance(v, int) and not isinstance(v, bool):
+      v = float(v)
+    values[k] = v
+  return values
+
+
 def checked(fn: Callable) -> Callable:
   """Checks the declared hyperparameters of every call of `fn` (the prefix is
   `algorithm.<name>`, `name` being the call's `name` argument)."""

@@ -32,7 +32,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.algorithms import from_config
-from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, check, fields
+from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, block_values, fields
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 from fedjax_sharp.errors import ConfigError
 
@@ -122,16 +122,9 @@ class Registration:
 
   def values(self, config) -> dict[str, Any]:
     """The block of `config` (checked) over the declared defaults."""
-    declared = self.fields()
     # A block registered after the config was made is absent: the declared defaults.
     given = dict(config.algorithm[self.name]) if self.name in config.algorithm else {}
-    check(self.prefix, given, declared)
-    values = {k: h.default for k, h in declared.items()}
-    for k, v in given.items():
-      if declared[k].type is float and isinstance(v, int) and not isinstance(v, bool):
-        v = float(v)
-      values[k] = v
-    return values
+    return block_values(self.prefix, given, self.fields())
 
   def check_server(self, config) -> None:
     """An algorithm without a server optimiser refuses `config.server` settings it would

@@ -10,7 +10,7 @@ Four config fields default to 'auto' and are resolved here, per backend, from me
 
 Every choice computes the same round (strategies and conv_impl to float rounding, tested);
 compute_dtype changes the arithmetic, which is why a resume refuses a different resolved dtype
-(training/config.py, `setting_differences`). An explicit value is always used as given.
+(training/workdir.py, `setting_differences`). An explicit value is always used as given.
 """
 from __future__ import annotations
 

@@ -237,17 +237,16 @@ def config_blocks() -> dict[str, ml_collections.ConfigDict]:
   return out
 
 
-def _values(config, name) -> dict:
-  declared = hyperparameters.fields(FACTORIES[name])
-  given = dict(config.algorithm[name]) if name in config.algorithm else {}
-  hyperparameters.check(f"algorithm.{name}", given, declared)
-  return {**hyperparameters.defaults(FACTORIES[name]), **given}
+def _block(config, name) -> dict:
+  """`config.algorithm.<name>` as given (a block absent from the config: none of its fields)."""
+  return dict(config.algorithm[name]) if name in config.algorithm else {}
 
 
 def check_blocks(config) -> None:
   """Every minimax block's fields are declared and in range (ConfigError naming the field)."""
-  for name in FACTORIES:
-    _values(config, name)
+  for name, factory in FACTORIES.items():
+    hyperparameters.check(f"algorithm.{name}", _block(config, name),
+                          hyperparameters.fields(factory))
 
 
 def player_optimizers_from_config(config) -> PlayerOptimizers:
@@ -273,5 +272,8 @@ def build_minimax_algorithm(config, task) -> FederatedAlgorithm:
   if name not in FACTORIES:
     raise ValueError(f"algorithm.name={name!r} is not one of {list(MINIMAX_ALGORITHMS)} "
                      f"(the minimax algorithms; task.name={config.task.name!r})")
-  return FACTORIES[name](task, player_optimizers_from_config(config), name=name,
-                         **_values(config, name))
+  given = _block(config, name)
+  optimizers = player_optimizers_from_config(config)
+  values = hyperparameters.block_values(f"algorithm.{name}", given,
+                                        hyperparameters.fields(FACTORIES[name]))
+  return FACTORIES[name](task, optimizers, name=name, **values)

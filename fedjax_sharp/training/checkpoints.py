@@ -36,7 +36,7 @@ from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import WorkdirError
 from fedjax_sharp.training.workdir import CHECKPOINT_DIRECTORY as DIRECTORY
-from fedjax_sharp.training.workdir import mismatch_message
+from fedjax_sharp.training.workdir import mismatch_message, setting_differences
 
 
 def fingerprint(config) -> str:
@@ -180,7 +180,7 @@ def restore(workdir: str, config, server_state, client_table):
     with _manager(workdir, 2) as manager, warnings.catch_warnings():
       warnings.simplefilter("ignore")
       meta = _read_meta(manager, step)
-      diffs = config_lib.setting_differences(meta["config"], config, allow=("rounds",))
+      diffs = setting_differences(meta["config"], config, allow=("rounds",))
       if diffs:
         raise WorkdirError(mismatch_message(workdir, diffs, "a checkpoint"))
       saved_processes = int(meta["process_count"])

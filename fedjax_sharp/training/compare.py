@@ -20,9 +20,9 @@ from typing import Sequence
 
 from absl import logging
 
-from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
+from fedjax_sharp.training import workdir as workdir_lib
 from fedjax_sharp.training.report import (COLUMNS, GEOMETRY, GEOMETRY_LEGEND,
                                           LOG_SCALE_METRICS, geometry_csv, geometry_markdown,
                                           geometry_rows, normalise_run, plot_accuracy,
@@ -131,7 +131,7 @@ def _reusable(run_dir: str, cfg) -> bool:
   if summary["rounds"] != cfg.rounds or summary["status"] != "completed":
     return False  # unfinished: loop.run resumes it from its checkpoint, if any
   with open(os.path.join(run_dir, "config.json")) as f:
-    diffs = config_lib.setting_differences(json.load(f), cfg)
+    diffs = workdir_lib.setting_differences(json.load(f), cfg)
   if diffs:
     raise ValueError(f"{run_dir} holds a finished run of another setting ({'; '.join(diffs)}): "
                      f"use another --workdir or remove it")

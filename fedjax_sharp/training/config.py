@@ -1,5 +1,6 @@
-"""The base experiment config and its validation, both derived from the field declarations
-(`training.fields`: one line per field with its default, range or choices and doc).
+"""The base experiment config, derived from the field declarations (`training.fields`: one line
+per field with its default, range or choices and doc, and `validate`), and the config a run
+executes (`prepare`: validated, every 'auto' that decides the numbers resolved).
 
 Every file under `configs/` starts from `base_config()` and overrides what its setting needs;
 any field can be overridden on the command line: `--config.rounds=50 --config.algorithm.name=fedgmt`.
@@ -9,9 +10,8 @@ from __future__ import annotations
 import ml_collections
 from ml_collections import config_dict
 
-from fedjax_sharp.algorithms.hyperparameters import check
 from fedjax_sharp.models import registry
-from fedjax_sharp.training.fields import DECLARED, RULES, SECTIONS, is_minimax
+from fedjax_sharp.training.fields import DECLARED, SECTIONS, is_minimax, validate
 from fedjax_sharp.training.fields import aggregation as resolved_aggregation
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
@@ -45,22 +45,6 @@ def load_config_file(path: str, arg: str | None = None) -> ml_collections.Config
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.get_config(arg) if arg is not None else module.get_config()
-
-
-def validate(config) -> None:
-  """Every declared field in its range or choices, no undeclared field in a section
-  (`training.fields`), then the rules between fields and the algorithm blocks; an error is one
-  line naming the field and its allowed values."""
-  for section, declared in SECTIONS.items():
-    node = config
-    for part in filter(None, section.split(".")):
-      node = node[part]
-    leaves = {k: node[k] for k in node if not hasattr(node[k], "items")}
-    if not section:   # the top level's other fields are its sections
-      leaves = {k: v for k, v in leaves.items() if k in declared}
-    check(section, leaves, declared)
-  for rule in RULES:
-    rule(config)
 
 
 # Fields that define a run's numbers (everything but logging, evaluation cadence, engine and
@@ -111,45 +95,3 @@ def resolved_setting(config) -> ml_collections.ConfigDict:
       config.model.conv_impl = conv_impl
     config.model.compute_dtype = dtype
   return config
-
-
-def _flatten(d, prefix=""):
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict):
-      out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
-def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> list[str]:
-  """'field: saved X, now Y' for every setting field (SETTING_FIELDS, `algorithm.name` and the
-  algorithm's own block) where a saved config.json differs from `config`, except `allow`. A
-  field the saved config lacks (written by an older version) counts as equal only if `config`
-  holds the library default for it."""
-  import json
-  new = json.loads(resolved_setting(config).to_json_best_effort())
-  if "compute_dtype" in saved.get("model", {}):   # 'auto' in a config.json of an older version
-    saved = json.loads(json.dumps(saved))
-    saved["model"]["compute_dtype"] = registry.resolve_compute_dtype(
-        saved["model"]["compute_dtype"])
-  default = _flatten(json.loads(base_config().to_json_best_effort()))
-  name = new["algorithm"]["name"]
-  fields = list(SETTING_FIELDS) + ["algorithm"]
-  new_flat = _flatten({k: new[k] for k in fields if k in new})
-  old_flat = _flatten({k: saved[k] for k in fields if k in saved})
-  if "model" in saved:   # written before the field existed: computed in float32
-    old_flat.setdefault("model.compute_dtype", "float32")
-  keep = lambda key: (not key.startswith("algorithm.") or key == "algorithm.name"
-                      or key.startswith(f"algorithm.{name}."))
-  diffs = []
-  for key, value in new_flat.items():
-    if not keep(key) or key in allow or key in PERFORMANCE_FIELDS:
-      continue
-    if key == "dp.noise_multiplier" and new_flat["dp.target_epsilon"] is not None:
-      continue   # solved from dp.target_epsilon and the other fields (config.json has the value)
-    old = old_flat.get(key, default.get(key, value))
-    if old != value:
-      diffs.append(f"{key}: saved {old!r}, now {value!r}")
-  return diffs

@@ -5,16 +5,17 @@ A section is declared as `name=(default, allowed, doc)`, `allowed` being a range
 of the default's type); a None default takes a fourth element, the value's type. Each becomes a
 `hyperparameters.Hyperparameter`, the same record as an algorithm's keyword argument, so that
 `config.base_config`, `config.FIELD_DOCS` (`--print_config`, `--list_fields`) and the range
-checks of `config.validate` are derived from one table. What one field cannot say alone (a
-field that depends on another, a registry that grows at run time) is a rule below (`RULES`).
-The algorithm blocks `config.algorithm.<name>` are declared by the algorithms' factories.
+checks of `validate` (at the end; also `config.validate`) are derived from one table. What one
+field cannot say alone (a field that depends on another, a registry that grows at run time) is
+a rule below (`RULES`). The algorithm blocks `config.algorithm.<name>` are declared by the
+algorithms' factories.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Callable
 
-from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter
+from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, check
 from fedjax_sharp.core.client_table import CLIENT_TABLES
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.errors import ConfigError
@@ -398,3 +399,23 @@ def _privacy(config) -> None:
     if dp.target_epsilon is not None:
       _check(int(config.data.num_clients) > 0, "dp.target_epsilon",
              "needs data.num_clients > 0 (the sampling rate clients_per_round / num_clients)")
+
+
+def validate(config, multiprocess: bool = False) -> None:
+  """Every declared field in its range or choices, no undeclared field in a section, then the
+  rules between fields and the algorithm blocks (`RULES`), and with `multiprocess` (a run of
+  several processes, `core.distributed`) what such runs do not support; an error is one line
+  naming the field and its allowed values."""
+  for section, declared in SECTIONS.items():
+    node = config
+    for part in filter(None, section.split(".")):
+      node = node[part]
+    leaves = {k: node[k] for k in node if not hasattr(node[k], "items")}
+    if not section:   # the top level's other fields are its sections
+      leaves = {k: v for k, v in leaves.items() if k in declared}
+    check(section, leaves, declared)
+  for rule in RULES:
+    rule(config)
+  if multiprocess and config.engine.client_table == "host":
+    raise ConfigError("engine.client_table='host': multi-process runs keep the client table "
+                      "on the devices of the mesh; use 'device' (or 'auto')")

@@ -3,8 +3,9 @@
     exp = build_experiment(config)          # data, partition, model, algorithm, engine
     summary = run(config, workdir)           # the whole experiment, metrics written as it goes
 
-The pieces live in short modules: `training.experiment` (building an experiment, the
-evaluator), `training.minimax_experiment` (minimax tasks), `training.recorder` (resume, each
+The pieces live in short modules: `training.experiment` (what an experiment is, the
+preprocessing, the evaluator), `training.classification_experiment` and
+`training.minimax_experiment` (building one), `training.recorder` (resume, each
 round's record, summaries) and `training.hooks` (what runs after each round, in order:
 evaluation, metrics.jsonl, the divergence guard, checkpoints, final models, progress). Their
 public names are re-exported here, the training path's one import for notebooks and scripts.
@@ -21,11 +22,13 @@ from fedjax_sharp.core import distributed
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import fields
 from fedjax_sharp.training import minimax_experiment
 from fedjax_sharp.training import workdir as workdir_lib
+from fedjax_sharp.training.classification_experiment import (build_classification_experiment,
+                                                             model_fields)
 from fedjax_sharp.training.experiment import (STREAM_INIT, STREAM_TRAIN, Experiment,
-                                              build_classification_experiment, is_token_dataset,
-                                              make_evaluator, make_preprocess, model_fields)
+                                              is_token_dataset, make_evaluator, make_preprocess)
 from fedjax_sharp.training.hooks import (AVERAGE_PARAMS, FINAL_PARAMS, RoundAnalysis,
                                          load_params, save_params)
 from fedjax_sharp.training.progress import Progress
@@ -34,7 +37,7 @@ from fedjax_sharp.training.workdir import WorkdirLock
 
 __all__ = ["AVERAGE_PARAMS", "Experiment", "FINAL_PARAMS", "Progress", "RoundAnalysis",
            "RunRecorder", "STATUSES", "STREAM_INIT", "STREAM_TRAIN", "VOCABULARY_FILE",
-           "build_experiment", "check_multiprocess", "is_token_dataset", "load_params",
+           "build_experiment", "is_token_dataset", "load_params",
            "make_evaluator", "make_preprocess", "model_fields", "provenance", "run",
            "save_params", "signals_as_interrupt"]
 
@@ -44,10 +47,7 @@ def build_experiment(config, dataset=None) -> Experiment:
   `config.prepare`; `Experiment.config` is that prepared copy). `dataset`: an already loaded
   dataset of `config.data` (sweeps load it once for all their experiments; classification
   only)."""
-  return _build_prepared(config_lib.prepare(config), dataset)
-
-
-def _build_prepared(config, dataset=None) -> Experiment:
+  config = config_lib.prepare(config)
   if config_lib.is_minimax(config):
     return minimax_experiment.build_experiment(config)
   return build_classification_experiment(config, dataset)
@@ -88,11 +88,16 @@ def signals_as_interrupt():
     signal.signal(signal.SIGINT, old_int)
 
 
-def check_multiprocess(config) -> None:
-  """Refuses, naming the field, what multi-process runs (`core.distributed`) do not support."""
-  if config.engine.client_table == "host":
-    raise ValueError("engine.client_table='host': multi-process runs keep the client table on "
-                     "the devices of the mesh; use 'device' (or 'auto')")
+@contextlib.contextmanager
+def _naming_last_checkpoint(checkpoint_workdir: str | None):
+  """An interrupt (SIGINT, or SIGTERM's RunInterrupted) leaves as `e.last_checkpoint` the round
+  a rerun resumes from (None without checkpoints)."""
+  try:
+    yield
+  except KeyboardInterrupt as e:
+    e.last_checkpoint = (checkpoints.latest_round(checkpoint_workdir) if checkpoint_workdir
+                         else None)
+    raise
 
 
 def run(config, workdir: str | None = None, progress: bool = True,
@@ -110,32 +115,23 @@ def run(config, workdir: str | None = None, progress: bool = True,
   restore its checkpoints together (`training.checkpoints`).
   """
   # A bad value is reported as itself, before the workdir (created by the lock, compared with
-  # the config) is touched.
-  config_lib.validate(config)
+  # the config) is touched; a multi-process run also refuses what it does not support.
+  fields.validate(config, multiprocess=distributed.is_multiprocess())
   checkpoint_workdir = workdir
-  if distributed.is_multiprocess():
-    check_multiprocess(config)
-    if workdir and not distributed.writes_files():
-      workdir = None       # process 0 writes the run directory; all write the checkpoints
-  try:
-    return _run_locked(config, workdir, checkpoint_workdir, progress, experiment)
-  except KeyboardInterrupt as e:    # SIGTERM's RunInterrupted too: say what a rerun resumes
-    e.last_checkpoint = (checkpoints.latest_round(checkpoint_workdir) if checkpoint_workdir
-                         else None)
-    raise
-
-
-def _run_locked(config, workdir, checkpoint_workdir, progress, experiment) -> dict:
+  if workdir and not distributed.writes_files():
+    workdir = None         # process 0 writes the run directory; all write the checkpoints
   lock = WorkdirLock(workdir) if workdir else contextlib.nullcontext()
-  with lock:
+  with _naming_last_checkpoint(checkpoint_workdir), lock:
     # 'auto' resolved once (`config.prepare`), after the lock: resolving starts the backend,
     # and a second run into the same workdir must meet the lock first.
     config = config_lib.resolved_setting(config)
     if workdir:
-      workdir_lib.check_setting(workdir, config)
+      workdir_lib.check_resolved_setting(workdir, config)
     started_from = provenance()   # the code at the start: a checkout moved later changes nothing
     t_build = time.time()
-    exp = experiment or _build_prepared(config)
+    exp = experiment or (minimax_experiment.build_experiment(config)
+                         if config_lib.is_minimax(config)
+                         else build_classification_experiment(config))
     r = RunRecorder(config, workdir, exp, time.time() - t_build, progress,
                     checkpoint_workdir=checkpoint_workdir, run_provenance=started_from)
     status = "failed"

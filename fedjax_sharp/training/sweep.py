@@ -69,7 +69,7 @@ def check_compatible(configs: Sequence) -> None:
   first = json.loads(config_lib.resolved_setting(configs[0]).to_json_best_effort())
   allowed = sweep_fields(configs[0])
   for e, c in enumerate(configs[1:], 1):
-    diffs = config_lib.setting_differences(first, c, allow=allowed)
+    diffs = workdir_lib.setting_differences(first, c, allow=allowed)
     if c.rounds != configs[0].rounds:
       diffs.append(f"rounds: {configs[0].rounds!r} vs {c.rounds!r}")
     if diffs:

@@ -5,10 +5,11 @@ releases it when the process exits in any way (kill -9 included), so a lock left
 is simply taken over; a second live run into the same workdir fails at once naming the pid.
 
 `check_setting`: before a run writes anything, the resolved config is compared with the
-workdir's `config.json` (and its checkpoint's, see `checkpoints.py`): a difference in any field
-that changes the computation is refused with the list of fields and what to do, and so is a
-checkpoint in the format written before orbax checkpoints (`checkpoint.msgpack`), which would
-otherwise be passed over and the run restarted at round 0 over its metrics.
+workdir's `config.json` (and its checkpoint's, see `checkpoints.py`) by `setting_differences`:
+a difference in any field that changes the computation is refused with the list of fields and
+what to do, and so is a checkpoint in the format written before orbax checkpoints
+(`checkpoint.msgpack`), which would otherwise be passed over and the run restarted at round 0
+over its metrics.
 
 `keep_replaced_metrics`: a run that resumes but finds no checkpoint starts at round 0; the
 rounds recorded before are moved to `metrics.replaced.jsonl`, never overwritten unseen.
@@ -19,8 +20,9 @@ import fcntl
 import json
 import os
 
-from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import WorkdirError
+from fedjax_sharp.models import registry
+from fedjax_sharp.training import config as config_lib
 
 LOCK = ".lock"
 CHECKPOINT_DIRECTORY = "checkpoints"      # orbax checkpoints (checkpoints.py)
@@ -106,8 +108,64 @@ def mismatch_message(workdir: str, diffs: list[str], what: str) -> str:
           f"--workdir, or --config.resume=False to discard them and start over here")
 
 
+def _flatten(d, prefix=""):
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flatten(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
+def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> list[str]:
+  """'field: saved X, now Y' for every setting field (`config.SETTING_FIELDS`, `algorithm.name`
+  and the algorithm's own block) where a saved config.json differs from `config`, except
+  `allow`. `config` as given: its 'auto' fields are resolved as a run resolves them
+  (`config.resolved_setting`). A field the saved config lacks (written by an older version)
+  counts as equal only if `config` holds the library default for it."""
+  return resolved_differences(saved, config_lib.resolved_setting(config), allow)
+
+
+def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> list[str]:
+  """`setting_differences` of a config whose 'auto' fields are resolved already (the config a
+  run executes and records), compared as it stands."""
+  new = json.loads(config.to_json_best_effort())
+  if "compute_dtype" in saved.get("model", {}):   # 'auto' in a config.json of an older version
+    saved = json.loads(json.dumps(saved))
+    saved["model"]["compute_dtype"] = registry.resolve_compute_dtype(
+        saved["model"]["compute_dtype"])
+  default = _flatten(json.loads(config_lib.base_config().to_json_best_effort()))
+  name = new["algorithm"]["name"]
+  fields = list(config_lib.SETTING_FIELDS) + ["algorithm"]
+  new_flat = _flatten({k: new[k] for k in fields if k in new})
+  old_flat = _flatten({k: saved[k] for k in fields if k in saved})
+  if "model" in saved:   # written before the field existed: computed in float32
+    old_flat.setdefault("model.compute_dtype", "float32")
+  keep = lambda key: (not key.startswith("algorithm.") or key == "algorithm.name"
+                      or key.startswith(f"algorithm.{name}."))
+  diffs = []
+  for key, value in new_flat.items():
+    if not keep(key) or key in allow or key in config_lib.PERFORMANCE_FIELDS:
+      continue
+    if key == "dp.noise_multiplier" and new_flat["dp.target_epsilon"] is not None:
+      continue   # solved from dp.target_epsilon and the other fields (config.json has the value)
+    old = old_flat.get(key, default.get(key, value))
+    if old != value:
+      diffs.append(f"{key}: saved {old!r}, now {value!r}")
+  return diffs
+
+
 def check_setting(workdir: str, config) -> None:
-  """Refuses to write into a workdir whose results come from another setting (resume=True)."""
+  """Refuses to write into a workdir whose results come from another setting (resume=True).
+  `config` as given: its 'auto' fields are resolved as a run resolves them."""
+  if config.resume:
+    check_resolved_setting(workdir, config_lib.resolved_setting(config))
+
+
+def check_resolved_setting(workdir: str, config) -> None:
+  """`check_setting` of a config whose 'auto' fields are resolved already
+  (`config.resolved_setting`): `loop.run` resolves once, after taking the lock."""
   if not config.resume:
     return
   legacy = os.path.join(workdir, LEGACY_CHECKPOINT)
@@ -121,6 +179,6 @@ def check_setting(workdir: str, config) -> None:
   saved = saved_config(workdir)
   if saved is None or not has_results(workdir):
     return
-  diffs = config_lib.setting_differences(saved, config, allow=("rounds",))
+  diffs = resolved_differences(saved, config, allow=("rounds",))
   if diffs:
     raise WorkdirError(mismatch_message(workdir, diffs, "results"))
