@@ -67,15 +67,17 @@ def init_params(model: nn.Module, key: jax.Array, input_shape: tuple[int, ...],
   """Initialises parameters for inputs of shape `input_shape` (no batch axis), jitted (eager
   init of a ResNet-18 dispatches hundreds of small ops: ~14 s on a busy 2-core CPU)."""
   init = jax.jit(lambda k: model.init(k, jnp.zeros((1, *input_shape), dtype))["params"],
-                 compiler_options=_INIT_COMPILER_OPTIONS.get(backends.kind()))
+                 compiler_options=(_CPU_INIT_OPTIONS if backends.kind() == "cpu"
+                                   and not isinstance(key, jax.core.Tracer) else None))
   return init(key)
 
 
 # XLA's CPU fusion emitters compile the init program (a threefry draw for every parameter) 3x
 # faster than its older emitters (MobileNetV2-GN: 14 s against 44 s on a 2-core CPU). Pinned, so
 # that the initial parameters are the same bits whatever XLA_FLAGS choose for other programs (the
-# test suite turns them off: its many small programs compile 2x faster without them).
-_INIT_COMPILER_OPTIONS = {"cpu": {"xla_cpu_use_fusion_emitters": True}}
+# test suite turns them off: its many small programs compile 2x faster without them). Called
+# inside another jit (a traced key), the enclosing program's options apply.
+_CPU_INIT_OPTIONS = {"xla_cpu_use_fusion_emitters": True}
 
 
 def count_params(params) -> int:
