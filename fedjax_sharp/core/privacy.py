@@ -103,10 +103,6 @@ class Mechanism:
     return 0.0 if self.noise_multiplier == 0 else self.noise_multiplier * self.clip_norm
 
 
-def _is_float(x) -> bool:
-  return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-
-
 def clip(upload, clip_norm: float, mode: str = "global"):
   """`upload` scaled to L2 norm <= `clip_norm`: as one vector ('global') or tensor by tensor
   ('per_tensor'). Non-float leaves pass unchanged; a zero upload stays zero; `clip_norm = inf`
@@ -120,13 +116,13 @@ def clip(upload, clip_norm: float, mode: str = "global"):
     return jnp.minimum(1.0, clip_norm / jnp.maximum(jnp.sqrt(sq), tiny))
 
   if mode == "global":
-    sq = sum((jnp.sum(jnp.square(x.astype(jnp.float32))) for x in leaves if _is_float(x)),
+    sq = sum((jnp.sum(jnp.square(x.astype(jnp.float32))) for x in leaves if tree.is_float(x)),
              jnp.zeros((), jnp.float32))
     f = factor(sq)
-    out = [x * f.astype(x.dtype) if _is_float(x) else x for x in leaves]
+    out = [x * f.astype(x.dtype) if tree.is_float(x) else x for x in leaves]
   elif mode == "per_tensor":
     out = [x * factor(jnp.sum(jnp.square(x.astype(jnp.float32)))).astype(x.dtype)
-           if _is_float(x) else x for x in leaves]
+           if tree.is_float(x) else x for x in leaves]
   else:
     raise ValueError(f"dp.clip={mode!r} is not one of {list(CLIPS)}")
   return jax.tree.unflatten(treedef, out)
@@ -134,14 +130,14 @@ def clip(upload, clip_norm: float, mode: str = "global"):
 
 def num_tensors(upload) -> int:
   """L, the float tensors of an upload (what 'per_tensor' clips one by one)."""
-  return sum(1 for x in jax.tree.leaves(upload) if _is_float(x))
+  return sum(1 for x in jax.tree.leaves(upload) if tree.is_float(x))
 
 
 def gaussian_like(key, like, std):
   """N(0, std^2) noise shaped like the float leaves of `like` (zeros elsewhere)."""
   leaves, treedef = jax.tree.flatten(like)
   keys = jax.random.split(key, max(len(leaves), 1))
-  out = [std * jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) if _is_float(x)
+  out = [std * jax.random.normal(k, jnp.shape(x), jnp.result_type(x)) if tree.is_float(x)
          else jnp.zeros_like(x) for k, x in zip(keys, leaves)]
   return jax.tree.unflatten(treedef, out)
 
@@ -181,7 +177,7 @@ def with_dp(algorithm: FederatedAlgorithm, mechanism: Mechanism) -> FederatedAlg
       share_C = mask_C / jnp.maximum(jnp.sum(mask_C), 1.0)      # z / m on every real upload
       uploads_C = jax.tree.map(
           lambda u, n: u + (share_C.reshape((-1,) + (1,) * (u.ndim - 1)) * n[None]).astype(
-              u.dtype) if _is_float(u) else u, uploads_C, z)
+              u.dtype) if tree.is_float(u) else u, uploads_C, z)
     return algorithm.server_update(server_state, uploads_C, weights_C, mask_C, round_info)
 
   return dataclasses.replace(algorithm, client_finalize=client_finalize,

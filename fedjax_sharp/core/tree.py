@@ -74,6 +74,11 @@ def index(tree, i):
   return jax.tree.map(lambda x: x[i], tree)
 
 
+def is_float(x) -> bool:
+  """A floating-point (or complex) leaf: what is clipped, noised or checked for non-finite values."""
+  return jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+
+
 def num_elements(tree) -> int:
   return int(sum(x.size for x in jax.tree.leaves(tree)))
 
