@@ -26,6 +26,17 @@ def test_accelerator_benchmark_runs_small_on_cpu():
   assert names[-1].startswith("sweep 3 seeds x 2 algorithms")
 
 
+def test_init_compile_pin_keeps_the_initial_parameters(capsys):
+  """benchmarks/init_compile.py: the options `init_params` pins on a CPU give the bits of XLA's
+  default options (the whole zoo's rows are in results/benchmarks/init_compile_cpu.txt)."""
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  import init_compile  # pylint: disable=g-import-not-at-top
+  rows = init_compile.main(["--models=linear,fasttext"])
+  assert [r["model"] for r in rows] == ["linear", "fasttext"]
+  assert all(r["same_bits"] for r in rows)
+  assert "same bits" in capsys.readouterr().out
+
+
 def test_hlo_ops_sweep_meets_the_client_axis_in_one_op(capsys):
   """benchmarks/hlo_ops.py: a sweep of S experiments x C clients reaches the kernels as S*C
   grouped convolutions ('xla') or dots batched over S x C ('matmul', no convolution at all)."""

@@ -67,17 +67,22 @@ def init_params(model: nn.Module, key: jax.Array, input_shape: tuple[int, ...],
   """Initialises parameters for inputs of shape `input_shape` (no batch axis), jitted (eager
   init of a ResNet-18 dispatches hundreds of small ops: ~14 s on a busy 2-core CPU)."""
   init = jax.jit(lambda k: model.init(k, jnp.zeros((1, *input_shape), dtype))["params"],
-                 compiler_options=(_CPU_INIT_OPTIONS if backends.kind() == "cpu"
+                 compiler_options=(CPU_INIT_OPTIONS if backends.kind() == "cpu"
                                    and not isinstance(key, jax.core.Tracer) else None))
   return init(key)
 
 
-# XLA's CPU fusion emitters compile the init program (a threefry draw for every parameter) 3x
-# faster than its older emitters (MobileNetV2-GN: 14 s against 44 s on a 2-core CPU). Pinned, so
-# that the initial parameters are the same bits whatever XLA_FLAGS choose for other programs (the
-# test suite turns them off: its many small programs compile 2x faster without them). Called
-# inside another jit (a traced key), the enclosing program's options apply.
-_CPU_INIT_OPTIONS = {"xla_cpu_use_fusion_emitters": True}
+# How the CPU compiles the init program (a threefry draw for every parameter), pinned so that the
+# initial parameters are the same bits whatever XLA_FLAGS choose for other programs (the test
+# suite turns the fusion emitters off: its many small programs compile 2x faster without them):
+# - XLA's fusion emitters: 3x faster to compile than its older emitters (MobileNetV2-GN: 14 s
+#   against 44 s on a 2-core CPU);
+# - LLVM at optimisation level 1: 1.7-4.3x faster to compile than XLA's defaults with the same
+#   bits for every model of the zoo (McMahan CNN 2.5 -> 0.8 s, ResNet-18 7.8 -> 2.4 s,
+#   MobileNetV2-GN 12.0 -> 7.2 s: results/benchmarks/init_compile_cpu.txt, from
+#   benchmarks/init_compile.py), and the program runs once.
+# Called inside another jit (a traced key), the enclosing program's options apply.
+CPU_INIT_OPTIONS = {"xla_cpu_use_fusion_emitters": True, "xla_backend_optimization_level": 1}
 
 
 def count_params(params) -> int:
