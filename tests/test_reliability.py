@@ -321,6 +321,21 @@ def test_diverging_learning_rate_stops_with_status_diverged(tmp_path):
   assert json.loads(text.splitlines()[-1])["nonfinite"] is True
 
 
+def test_finiteness_check_in_host_memory_and_compiled_agree():
+  """The divergence guard's check: NumPy on leaves in host memory, one compiled reduction
+  elsewhere; both ignore integer leaves and see a NaN or inf in any float leaf, bfloat16 too."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import recorder  # pylint: disable=g-import-not-at-top
+  tree = {"w": jnp.ones((2, 3)), "h": jnp.ones(4, jnp.bfloat16), "n": jnp.array([2**31 - 1]),
+          "host": np.zeros(2, np.float32)}
+  assert recorder._all_finite(tree) and bool(recorder._floats_finite(tree))
+  for leaf, bad in (("w", jnp.nan), ("h", jnp.inf), ("host", -np.inf)):
+    broken = dict(tree, **{leaf: tree[leaf].at[0].set(bad) if leaf != "host"
+                           else np.array([0.0, bad], np.float32)})
+    assert not recorder._all_finite(broken), leaf
+    assert not bool(recorder._floats_finite(broken)), leaf
+
+
 def test_print_config_and_no_workdir_note():
   out = subprocess.run([sys.executable, RUN, f"--config={DEMO}", "--print_config"],
                        capture_output=True, text=True, timeout=120)

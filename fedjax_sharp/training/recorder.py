@@ -33,7 +33,20 @@ STATUSES = ("completed", "interrupted", "diverged", "failed")
 
 
 def _all_finite(tree_) -> bool:
+  """Whether every floating-point leaf is finite. Leaves in host memory (a CPU backend) are
+  read in place by NumPy: the compiled reduction costs a compile per parameter structure (5 s
+  for a MobileNetV2 on a 2-core CPU) for a check NumPy does in milliseconds. Leaves on an
+  accelerator, or not all held by this process, are reduced where they are, and only the flag
+  comes back."""
+  leaves = [x for x in jax.tree.leaves(tree_) if tree.is_float(x)]
+  if all(_in_host_memory(x) for x in leaves):
+    return all(bool(np.isfinite(np.asarray(x)).all()) for x in leaves)
   return bool(_floats_finite(tree_))
+
+
+def _in_host_memory(x) -> bool:
+  return not isinstance(x, jax.Array) or (
+      x.is_fully_addressable and all(d.platform == "cpu" for d in x.devices()))
 
 
 @jax.jit
