@@ -32,8 +32,10 @@ def free_port() -> int:
 
 
 def env(devices: int):
+  """`devices` CPU devices per process; the suite's other XLA flags (tests/conftest.py) kept."""
+  flags = os.environ.get("XLA_FLAGS", "")
   return dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu",
-              XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+              XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count={devices}".strip())
 
 
 def start_processes(workdir, extra=(), n=2):

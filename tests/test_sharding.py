@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_sharded_rounds_and_sweeps_equal_one_device():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+  flags = os.environ.get("XLA_FLAGS", "")      # the suite's flags (tests/conftest.py) kept
+  env = dict(os.environ, XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count=8".strip(),
              JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
   proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "scripts",
                                                       "sharded_rounds.py")],
