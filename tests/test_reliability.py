@@ -108,18 +108,24 @@ def test_a_real_kill_then_rerun_equals_an_uninterrupted_run(tmp_path, uninterrup
 
 def test_two_runs_into_one_workdir(tmp_path):
   workdir = str(tmp_path / "shared")
-  first = cli("--config.rounds=40", workdir=workdir, wait=False)
+  first = cli("--config.rounds=6", workdir=workdir, wait=False)
   lock = os.path.join(workdir, ".lock")
   deadline = time.time() + 120
   while not (os.path.exists(lock) and open(lock).read().strip()) and time.time() < deadline:
     time.sleep(0.01)
-  second = cli("--config.rounds=40", "--config.algorithm.name=fedgmt", workdir=workdir)
+  # The first run is held (SIGSTOP) while the second starts, so it still holds the lock however
+  # fast it would otherwise finish.
+  os.kill(first.pid, signal.SIGSTOP)
+  try:
+    second = cli("--config.rounds=6", "--config.algorithm.name=fedgmt", workdir=workdir)
+  finally:
+    os.kill(first.pid, signal.SIGCONT)
   assert second.returncode != 0
   assert f"in use by another run (pid {first.pid})" in second.stderr
   first.communicate(timeout=240)
   assert first.returncode == 0
   records = read_metrics(workdir)
-  assert [r["round"] for r in records] == list(range(40))
+  assert [r["round"] for r in records] == list(range(6))
   with open(os.path.join(workdir, "config.json")) as f:
     assert json.load(f)["algorithm"]["name"] == "fedavg"
   with open(os.path.join(workdir, "summary.json")) as f:
