@@ -24,6 +24,8 @@ import math
 import os
 import sys
 
+from fedjax_sharp.training import metrics as metrics_lib
+
 # Fields searched in the fair-classification comparison; others via --keys.
 DEFAULT_KEYS = ("minimax.lr_x", "minimax.lr_y", "algorithm.fess_gda.p",
                 "algorithm.fess_gda.beta", "algorithm.local_sgda_plus.snapshot_every",
@@ -52,24 +54,23 @@ def read_trials(root: str, keys) -> list[dict]:
   for summary_path in found:
     run_dir = os.path.dirname(summary_path)
     trial = os.path.relpath(run_dir, root).split(os.sep)[0]
-    with open(summary_path) as f:
-      summary = json.load(f)
+    summary = metrics_lib.read_summary(summary_path)
     with open(os.path.join(run_dir, "config.json")) as f:
       config = json.load(f)
     algorithm = summary["algorithm"]
     metric, last_n = summary["metric"], int(summary.get("last_n", 0) or 0)
-    evaluated = []
+    scored = []
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     if os.path.exists(metrics_path):
-      with open(metrics_path) as f:
-        evaluated = [r for r in map(json.loads, filter(str.strip, f)) if metric in r]
-    tail = evaluated[-last_n:] if last_n else evaluated
-    accuracy = [r["test_accuracy"] for r in tail if "test_accuracy" in r]
+      with open(metrics_path) as f:   # the rounds that evaluated the metric (not the ones between)
+        scored = metrics_lib.evaluated(map(json.loads, filter(str.strip, f)), metric)
+    tail = scored[-last_n:] if last_n else scored
+    accuracy = [r["test_accuracy"] for r in metrics_lib.evaluated(tail, "test_accuracy")]
     value = summary.get(f"mean_{metric}_last_{last_n}")
-    finished = summary.get("status") == "completed"
+    finished = summary["status"] == "completed"
     rows.append({
-        "trial": trial, "algorithm": algorithm, "seed": summary.get("seed"),
-        "status": summary.get("status", "?"),
+        "trial": trial, "algorithm": algorithm, "seed": summary["seed"],
+        "status": summary["status"],
         "rounds": f"{summary.get('completed_rounds', '?')}/{summary.get('configured_rounds', '?')}",
         "split": summary.get("eval_split", "test"), "metric": metric, "last_n": last_n,
         "value": value if finished and value is not None else None,

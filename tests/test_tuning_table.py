@@ -20,7 +20,8 @@ def _trial(root, trial, algorithm, lr, status, values, accuracies, seed_dir=True
       {"algorithm": algorithm, "metric": "worst_class_accuracy", "last_n": 2, "seed": 0,
        "status": status, "completed_rounds": 3 if done else 1, "configured_rounds": 3,
        "eval_split": "validation",
-       "mean_worst_class_accuracy_last_2": sum(values[-2:]) / 2 if done else None}))
+       "mean_worst_class_accuracy_last_2":
+           sum([v for v in values if v is not None][-2:]) / 2 if done else None}))
   (run / "metrics.jsonl").write_text("".join(
       json.dumps({"round": i, "worst_class_accuracy": v, "test_accuracy": a}) + "\n"
       for i, (v, a) in enumerate(zip(values, accuracies))))
@@ -45,3 +46,14 @@ def test_best_trial_per_algorithm_and_files(tmp_path):
   row_b = next(line for line in table.splitlines() if "| b |" in line)
   assert "diverged" in row_b and "**best**" not in row_b and "1/3" in row_b
   assert "p=" not in row_a   # algorithm.fess_gda.* shown for fess_gda only
+
+
+def test_rounds_between_evaluations_are_not_averaged(tmp_path):
+  # eval.every=2: the rounds between evaluations write the metrics as explicit nulls.
+  runs = tmp_path / "runs"
+  _trial(runs, "a", "local_sgda", 0.05, "completed", [0.1, None, 0.6, None, 0.4],
+         [0.5, None, 0.9, None, 0.7])
+  out = tmp_path / "out"
+  tuning_table.main([str(runs), f"--out={out}"])
+  row = next(line for line in (out / "table.md").read_text().splitlines() if "| a |" in line)
+  assert "80.00" in row     # test accuracy over the last 2 evaluated rounds: (0.9 + 0.7) / 2
