@@ -37,6 +37,25 @@ def test_init_compile_pin_keeps_the_initial_parameters(capsys):
   assert "same bits" in capsys.readouterr().out
 
 
+def test_suite_compile_report_counts_a_tests_programs(tmp_path):
+  """benchmarks/suite_compile_report.py: the plugin records each test's compile events by
+  program; the report sums them."""
+  (tmp_path / "test_tiny.py").write_text(
+      "import jax\n\ndef test_one():\n  assert float(jax.jit(lambda x: x + 1)(1.0)) == 2.0\n")
+  out = tmp_path / "report"
+  proc = subprocess.run(
+      [sys.executable, "-m", "pytest", "-q", "-p", "suite_compile_report", "-p",
+       "no:cacheprovider", str(tmp_path / "test_tiny.py")], cwd=tmp_path, capture_output=True,
+      text=True, timeout=300, env=dict(os.environ, SUITE_COMPILE_REPORT=str(out),
+                                       PYTHONPATH=os.path.join(ROOT, "benchmarks")))
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  import suite_compile_report  # pylint: disable=g-import-not-at-top
+  text = suite_compile_report.report(str(out))
+  assert text.startswith("1 tests,")
+  assert "backend_compile_duration / jit(<lambda>)" in text and "test_tiny.py::test_one" in text
+
+
 def test_hlo_ops_sweep_meets_the_client_axis_in_one_op(capsys):
   """benchmarks/hlo_ops.py: a sweep of S experiments x C clients reaches the kernels as S*C
   grouped convolutions ('xla') or dots batched over S x C ('matmul', no convolution at all)."""
