@@ -34,8 +34,8 @@ STATUSES = ("completed", "interrupted", "diverged", "failed")
 
 def _all_finite(tree_) -> bool:
   """Whether every floating-point leaf is finite. Leaves in host memory (a CPU backend) are
-  read in place by NumPy: the compiled reduction costs a compile per parameter structure (5 s
-  for a MobileNetV2 on a 2-core CPU) for a check NumPy does in milliseconds. Leaves on an
+  checked by NumPy: the compiled reduction costs a compile per parameter structure (5 s for a
+  MobileNetV2 on a 2-core CPU) for a check NumPy does in milliseconds. Leaves on an
   accelerator, or not all held by this process, are reduced where they are, and only the flag
   comes back."""
   leaves = [x for x in jax.tree.leaves(tree_) if tree.is_float(x)]
