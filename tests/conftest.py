@@ -20,10 +20,10 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
 # XLA's older CPU emitters compile the suite's many small programs (tiny models, a few steps)
 # about 2x faster than its fusion emitters, and the suite is compile-bound: the whole suite,
 # workers and the subprocesses they start, compiles with them (BUILD_NOTES "Test suite time",
-# with the measurements). The programs
-# are the same; only XLA's CPU code generation differs. The models' init program keeps the
-# fusion emitters (`models.registry.init_params` pins them), so initial parameters are the same
-# bits as in a user's run. Set the flag in XLA_FLAGS beforehand to choose otherwise.
+# with the measurements). The programs are the same; only XLA's CPU code generation differs.
+# The models' init program keeps its own compile options (`models.registry.init_params` pins
+# them), so initial parameters are the same bits as in a user's run. Set the flag in XLA_FLAGS
+# beforehand to choose otherwise.
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                              " --xla_cpu_use_fusion_emitters=false").strip()

@@ -25,11 +25,15 @@ from fedjax_sharp.training import config as config_lib
 RTOL = 1e-5
 
 
+def jitted_init(module):
+  """`module.init`, jitted (eager init dispatches every op) with the library's init compile
+  options, as `models.init_params` compiles it."""
+  return jax.jit(module.init, compiler_options=registry.CPU_INIT_OPTIONS)
+
+
 def init(module, x, key=0):
-  """Parameters of `module` for inputs like `x` (jitted: eager init dispatches every op; with
-  the library's init compile options, as `models.init_params`)."""
-  return jax.jit(module.init, compiler_options=registry.CPU_INIT_OPTIONS)(
-      jax.random.key(key), x)["params"]
+  """Parameters of `module` for inputs like `x`."""
+  return jitted_init(module)(jax.random.key(key), x)["params"]
 
 
 def normal(shape, seed=0):
@@ -91,10 +95,9 @@ def test_conv_module_matches_flax_conv_and_numpy(kernel_size, strides, padding, 
   kw = dict(features=8, kernel_size=kernel_size, strides=strides, padding=padding,
             use_bias=use_bias, feature_group_count=groups)
   reference, matmul = nn.Conv(**kw), conv.Conv(**kw, impl="matmul")
-  init_jit = lambda m: jax.jit(m.init, compiler_options=registry.CPU_INIT_OPTIONS)
-  variables = init_jit(reference)(jax.random.key(0), x)
+  variables = jitted_init(reference)(jax.random.key(0), x)
   # Same parameters (names, shapes, initial values) from the same key.
-  assert_trees_close(variables, init_jit(matmul)(jax.random.key(0), x), rtol=0)
+  assert_trees_close(variables, jitted_init(matmul)(jax.random.key(0), x), rtol=0)
   variables = jax.tree.map(lambda p: p + 0.1, variables)      # a non-zero bias
   p = variables["params"]
   st = (strides,) * 2 if isinstance(strides, int) else strides
