@@ -9,6 +9,8 @@ import pytest
 from fedjax_sharp.analysis import clients, landscape, sharpness
 from fedjax_sharp.analysis.hessian import cross_entropy_batches
 
+import cli_runner
+
 
 def quadratic(a_matrix, b_vec):
   """loss(w) = 1/2 w^T A w + b^T w on every batch (the mask only weights batches)."""
@@ -162,7 +164,6 @@ def test_client_percentiles_on_hand_made_clients():
 
 
 def test_landscape_cli_on_a_finished_run(tmp_path):
-  import subprocess
   import sys
   from fedjax_sharp.training import config as config_lib, loop
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -172,7 +173,7 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
     c.clients_per_round, c.model.name, c.local.steps, c.rounds = 2, "linear", 2, 2
     c.eval.last_n, c.seed = 1, seed
     loop.run(c, str(tmp_path / f"s{seed}"), progress=False)
-  proc = subprocess.run(
+  proc = cli_runner.run(
       [sys.executable, os.path.join(root, "experiments", "landscape.py"),
        f"--workdir={tmp_path / 's0'}", f"--other={tmp_path / 's1'}", "--num=3",
        "--examples=100", "--sharpness", "--trace_probes=4"],
@@ -188,7 +189,6 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
 
 def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
   import json
-  import subprocess
   import sys
   from fedjax_sharp.training import loop
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,7 +196,7 @@ def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
   loop.run(_tiny_run_config(), str(run_dir), progress=False)
 
   def analyse(*flags):
-    return subprocess.run(
+    return cli_runner.run(
         [sys.executable, os.path.join(root, "experiments", "analyse.py"),
          f"--workdir={run_dir}", *flags], env=dict(os.environ, PYTHONPATH=root),
         capture_output=True, text=True, timeout=600)

@@ -1,16 +1,17 @@
 """The benchmark entry points run (tiny shapes) and print their tables; figures are not checked
 (tests never depend on wall-clock time)."""
 import os
-import subprocess
 import sys
 
 import pytest
+
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_accelerator_benchmark_runs_small_on_cpu():
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
+  proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
                          "--small"], env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
                         text=True, timeout=900)
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -43,7 +44,7 @@ def test_suite_compile_report_counts_a_tests_programs(tmp_path):
   (tmp_path / "test_tiny.py").write_text(
       "import jax\n\ndef test_one():\n  assert float(jax.jit(lambda x: x + 1)(1.0)) == 2.0\n")
   out = tmp_path / "report"
-  proc = subprocess.run(
+  proc = cli_runner.run(
       [sys.executable, "-m", "pytest", "-q", "-p", "suite_compile_report", "-p",
        "no:cacheprovider", str(tmp_path / "test_tiny.py")], cwd=tmp_path, capture_output=True,
       text=True, timeout=300, env=dict(os.environ, SUITE_COMPILE_REPORT=str(out),
@@ -72,7 +73,7 @@ def test_hlo_ops_sweep_meets_the_client_axis_in_one_op(capsys):
 
 def test_vs_torch_benchmark_runs_small():
   """Our side always runs; the PyTorch side only where torch is installed (an optional extra)."""
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "vs_torch.py"),
+  proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "vs_torch.py"),
                          "--small"], env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
                         text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -87,7 +88,7 @@ def test_vs_torch_benchmark_runs_small():
 
 
 def test_analysis_benchmark_runs_small():
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "analysis.py"),
+  proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "analysis.py"),
                          "--data=digits", "--examples=64", "--batch=32", "--reverse_batch=16",
                          "--iters=2", "--probes=2", "--grid=3"],
                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
@@ -102,7 +103,7 @@ def test_analysis_benchmark_runs_small():
 
 @pytest.mark.parametrize("impl", ["lax", "im2col"])
 def test_conv_grad_benchmark_runs_small(impl):
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "conv_grad.py"),
+  proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "conv_grad.py"),
                          "--batches=2,4", "--size=6", "--cin=2", "--cout=3", "--repeats=1",
                          f"--impl={impl}", "--pad=1"],
                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
@@ -114,7 +115,7 @@ def test_conv_grad_benchmark_runs_small(impl):
 
 
 def test_round_time_algorithms_with_a_model_and_micro_batches():
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "round_time.py"),
+  proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "round_time.py"),
                          "--model=lenet5", "--input=28x28x1", "--clients=2", "--steps=2",
                          "--batch=8", "--rounds=1",
                          "--algorithms=fedavg,fedavg[engine.micro_batch=4]"],
@@ -143,7 +144,7 @@ def test_accelerator_check_small_runs_every_algorithm():
   `--strategies` (all four) is what to run on a GPU."""
   from fedjax_sharp.algorithms.registry import ALGORITHMS
   from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
+  proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
                          "--check", "--small", "--strategies=auto,map"],
                         env=dict(os.environ, PYTHONPATH=ROOT),
                         capture_output=True, text=True, timeout=900)
@@ -201,7 +202,7 @@ accelerator.main(["--check", "--small", "--strategies=vmap",
 def test_accelerator_check_names_a_failing_algorithm_and_goes_on():
   """A deliberately broken algorithm fails its row, the rows after it still run, and the check
   exits 1 naming it."""
-  proc = subprocess.run([sys.executable, "-c",
+  proc = cli_runner.run([sys.executable, "-c",
                          _BROKEN.format(bench=os.path.join(ROOT, "benchmarks"))],
                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
                         timeout=600)

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 
 import jax
@@ -29,6 +28,8 @@ from fedjax_sharp.data import text
 from fedjax_sharp.errors import DataError
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
+
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -851,7 +852,7 @@ def test_run_py_save_partition_matches_the_partitioner(tmp_path, ext):
   demo = os.path.join(ROOT, "configs", "demo.py")
   out = str(tmp_path / f"p.{ext}")
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "experiments/run.py", f"--config={demo}",
+  proc = cli_runner.run([sys.executable, "experiments/run.py", f"--config={demo}",
                          f"--save_partition={out}"], cwd=ROOT, capture_output=True, text=True,
                         env=env, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -875,7 +876,7 @@ def test_run_py_save_partition_natural_records_the_writer_ids(tmp_path):
   train, _, content = _write_federated_h5(str(tmp_path))
   out = str(tmp_path / "natural.json")
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run(
+  proc = cli_runner.run(
       [sys.executable, "experiments/run.py", "--config=configs/demo.py",
        "--config.data.source=federated_h5", f"--config.data.path={train}",
        "--config.data.partition=natural", "--config.data.num_clients=0",

@@ -13,10 +13,11 @@ import glob
 import os
 import re
 import shlex
-import subprocess
 import sys
 
 import pytest
+
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHELL_FENCES = ("bash", "sh", "shell", "")
@@ -126,8 +127,8 @@ def test_docs_command_runs(where, cmd, tmp_path):
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
   if "--config.data.partition=file" in cmd:   # the partition file the command before writes
     save = next(c for _, c in docs_commands() if "--save_partition=part.json" in c)
-    subprocess.run(_tiny(save, str(tmp_path)), cwd=ROOT, env=env, capture_output=True,
+    cli_runner.run(_tiny(save, str(tmp_path)), cwd=ROOT, env=env, capture_output=True,
                    text=True, timeout=600, check=True)
-  proc = subprocess.run(_tiny(cmd, str(tmp_path)), cwd=ROOT, env=env, capture_output=True,
+  proc = cli_runner.run(_tiny(cmd, str(tmp_path)), cwd=ROOT, env=env, capture_output=True,
                         text=True, timeout=600)
   assert proc.returncode == 0, f"{where}: {cmd}\n{proc.stderr[-3000:]}"

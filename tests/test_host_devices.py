@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 
 import jax
@@ -14,6 +13,8 @@ import pytest
 
 from fedjax_sharp.core import backends
 from fedjax_sharp.core.execution import ExecutionConfig
+
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +28,7 @@ def _run(tmp_path, cpu_devices: int):
          f"--workdir={workdir}"]
   env = dict(os.environ, XLA_FLAGS=re.sub(      # the flag decides; the suite's other flags kept
       r"--xla_force_host_platform_device_count=\d+", "", os.environ.get("XLA_FLAGS", "")))
-  out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
+  out = cli_runner.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
                        env=dict(env, JAX_PLATFORMS="cpu"))
   assert out.returncode == 0, out.stderr[-2000:]
   with open(workdir / "metrics.jsonl") as f:

@@ -2,7 +2,6 @@
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ from fedjax_sharp.minimax import algorithms as minimax
 from fedjax_sharp.training import cli
 from fedjax_sharp.training import config as config_lib
 from algo_helpers import apply_fn, assert_trees_equal, eager_batch, eager_round, init_params
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,7 +53,7 @@ def test_a_registered_algorithm_runs_from_a_config_file_with_an_override(tmp_pat
   path = tmp_path / "my_config.py"
   path.write_text(CONFIG_FILE)
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
-  out = subprocess.run(
+  out = cli_runner.run(
       [sys.executable, os.path.join(ROOT, "experiments", "run.py"), f"--config={path}",
        "--config.rounds=2", "--config.algorithm.my_fedprox.mu=0.25",
        f"--workdir={tmp_path / 'run'}"],
@@ -71,7 +71,7 @@ def test_list_fields_prints_each_fields_value_and_doc(tmp_path):
   path = tmp_path / "my_config.py"
   path.write_text(CONFIG_FILE)
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
-  run = lambda *flags: subprocess.run(
+  run = lambda *flags: cli_runner.run(
       [sys.executable, os.path.join(ROOT, "experiments", "run.py"), f"--config={path}", *flags],
       capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
   out = run("--list_fields=algorithm.my_fedprox", "--config.algorithm.my_fedprox.mu=0.5")

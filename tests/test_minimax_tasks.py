@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import jax
@@ -16,6 +15,8 @@ from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.minimax import fair, gan
 from fedjax_sharp.models import get_model, init_params
 from fedjax_sharp.training import compare, config as config_lib, loop
+
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,7 +121,7 @@ def test_minimax_toy_through_run_py_and_compare(tmp_path):
   cmd = [sys.executable, os.path.join(ROOT, "experiments", "run.py"),
          f"--config={os.path.join(ROOT, 'configs', 'minimax_toy.py')}:simplex",
          f"--workdir={tmp_path / 'run'}", "--config.rounds=30"]
-  out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+  out = cli_runner.run(cmd, capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "final distance to saddle" in out.stdout
   summary = json.load(open(tmp_path / "run" / "summary.json"))

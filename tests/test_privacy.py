@@ -32,6 +32,7 @@ from fedjax_sharp.training import metrics as metrics_lib
 from test_training import tiny_config
 from algo_helpers import (apply_fn, assert_trees_close, assert_trees_equal, init_params,
                           make_problem, run_rounds)
+import cli_runner
 
 SIZES = (6, 9, 5, 8, 7, 3)
 INF = float("inf")
@@ -330,13 +331,12 @@ def test_target_epsilon_solves_the_noise_multiplier(tmp_path):
 def test_the_acceptance_command_prints_and_records_epsilon(tmp_path):
   """docs/privacy.md's first command, with the docs test's tiny settings and a workdir."""
   import os
-  import subprocess
   import sys
   from test_docs_commands import ROOT, _tiny as tiny_argv
   cmd = next(c for f, c in __import__("test_docs_commands").docs_commands()
              if f == os.path.join("docs", "privacy.md") and "noise_multiplier=1.0" in c)
   argv = tiny_argv(cmd, str(tmp_path)) + [f"--workdir={tmp_path / 'run'}"]
-  proc = subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT,
+  proc = cli_runner.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT,
                                                  JAX_PLATFORMS="cpu"),
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,13 +1,14 @@
 """End-to-end runs on real data: the CLI on the embedded digits, FedAvg on Fashion-MNIST."""
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
 from fedjax_sharp.training import loop
 from fedjax_sharp.training.config import load_config_file
+
+import cli_runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FMNIST = "/usr/share/datasets/fashion-mnist"
@@ -18,7 +19,7 @@ def test_cli_runs_the_demo_config_with_overrides(tmp_path):
          f"--config={os.path.join(ROOT, 'configs', 'demo.py')}", f"--workdir={tmp_path}",
          "--config.rounds=3", "--config.algorithm.name=fedgmt", "--config.model.name=linear",
          "--config.engine.client_strategy=vmap", "--config.engine.local_loop=rolled"]
-  out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+  out = cli_runner.run(cmd, capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "fedgmt: final test accuracy" in out.stdout
   summary = json.loads((tmp_path / "summary.json").read_text())
@@ -30,7 +31,7 @@ def test_cli_runs_the_demo_config_with_overrides(tmp_path):
 def test_cli_rejects_an_unknown_algorithm(tmp_path):
   cmd = [sys.executable, os.path.join(ROOT, "experiments", "run.py"),
          f"--config={os.path.join(ROOT, 'configs', 'demo.py')}", "--config.algorithm.name=fedx"]
-  out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+  out = cli_runner.run(cmd, capture_output=True, text=True, timeout=300)
   assert out.returncode != 0
   assert "algorithm.name='fedx' is not one of" in out.stderr
 

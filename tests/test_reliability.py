@@ -15,6 +15,8 @@ import time
 import numpy as np
 import pytest
 
+import cli_runner
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "experiments", "run.py")
 DEMO = os.path.join(ROOT, "configs", "demo.py")
@@ -32,7 +34,7 @@ def cli(*args, workdir=None, wait=True, timeout=300):
   if not wait:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
-  return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+  return cli_runner.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def read_metrics(workdir):
@@ -343,7 +345,7 @@ def test_finiteness_check_in_host_memory_and_compiled_agree():
 
 
 def test_print_config_and_no_workdir_note():
-  out = subprocess.run([sys.executable, RUN, f"--config={DEMO}", "--print_config"],
+  out = cli_runner.run([sys.executable, RUN, f"--config={DEMO}", "--print_config"],
                        capture_output=True, text=True, timeout=120)
   assert out.returncode == 0
   assert "local.lr = 0.05    # " in out.stdout or "local.lr = 0.05" in out.stdout
