@@ -137,6 +137,10 @@ class RoundEngine:
     self.trace_counts = collections.Counter()
     self.donate = bool(donate)
     donated = (0, 1) if self.donate else ()
+    # The local step as its own jitted function: the metrics' structure (`_client_start`) and
+    # the loop reuse one trace of it (JAX caches a jitted function's trace by its arguments'
+    # shapes); inside the round's jit it is inlined, so the compiled program is the same.
+    self._local_step = jax.jit(self.algorithm.local_step)
     self._jit_round = jax.jit(self._counted("round", self._round), donate_argnums=donated)
     # The pieces of the 'host' strategy.
     self._jit_prepare = jax.jit(self._counted("prepare", self._prepare))
@@ -350,7 +354,7 @@ class RoundEngine:
     local = self.algorithm.client_init(bcast, client_state, info, round_info)
     batch = {"x": jax.eval_shape(self.preprocess, data.x[idx_B], client_key),
              "y": data.y[idx_B], "mask": mask_B}
-    _, metrics = jax.eval_shape(self.algorithm.local_step, local, batch, client_key, round_info)
+    _, metrics = jax.eval_shape(self._local_step, local, batch, client_key, round_info)
     return local, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metrics), client_key
 
   def _batch(self, data: TrainData, s, idx_B, mask_B, client_key):
@@ -363,7 +367,7 @@ class RoundEngine:
             active, client_key):
     """Local step `s` (a masked step, `active` False, leaves every carried value unchanged)."""
     batch, step_key = self._batch(data, s, idx_B, mask_B, client_key)
-    new_local, metrics = self.algorithm.local_step(local, batch, step_key, round_info)
+    new_local, metrics = self._local_step(local, batch, step_key, round_info)
     local = tree.where(active, new_local, local)
     metrics = jax.tree.map(lambda m: jnp.where(active, m, jnp.zeros_like(m)), metrics)
     return local, tree.add(metrics_sum, metrics)
