@@ -6,7 +6,11 @@ its HTML version reach the abstract and the first lines of the introduction, not
 box, the hyperparameters or the tables): FedNSAM "introduc[es] global Nesterov momentum into the
 local update" and "uses the global Nesterov momentum as the direction of local estimation of
 client global perturbations and extrapolation". The rule is therefore the authors' code; the
-default is their HEAD code, and the repositories' other versions are the `variant` option.
+default is their HEAD code, and the repositories' other versions are the `variant` option. The
+same authors cite the work as "Consistency of local and global flatness for federated learning",
+Proc. 33rd ACM International Conference on Multimedia (ACM MM 2025), pp. 3875-3883, doi
+10.1145/3746027.3755226 (the reference lists of their later papers); that version was not read
+either.
 Sources (spec `new_algorithms.md` C): junkangLiu0/FedSWA @ f725be9 (`main_FedSWA.py`),
 junkangLiu0/FedNSAM @ c3c9e90 (`main_FedNSAM.py`, `optimizer/Nesterov.py`) and @ d41b5e6
 (`new_NSAM.py`, July 2025).

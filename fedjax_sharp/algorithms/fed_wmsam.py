@@ -40,41 +40,51 @@ Sources. Code: `Huang-Yongzhi/NeurlPS_FedWMSAM` @ a922a1d5c485e446722c6e82a845f3
 `optimizer/WMSAM.py` L26-75 (perturbation, restore), `server/FedWMSAM.py` L32-45 (m_k), L47-65
 (alpha, c, Delta, x), L67-84 (value, c_k), `server/server.py` L79-80 and L195-224 (the round,
 lr decay after the server update), `train.py` (defaults: rho 0.1, alpha 0.1, lr 0.1, lr_decay
-0.998, weight decay 1e-3, global lr 1, 5 epochs, batch 50). Paper: the authors' poster in the
-repository (`NEURIPS25_FedWSAM_poster.PNG`; formulas C1-C3 and Tables 1, 4, 5, 6). The paper is
-arXiv:2511.22080 (v1, 27 Nov 2025; OpenReview 75JiIa0fU1): only its abstract could be read
-here. It says: a momentum-guided global perturbation from the server-aggregated momentum with a
-single backprop; a cosine-similarity adaptive rule giving an early-momentum, late-SAM schedule;
-perturbation variance sigma_rho^2 = sigma^2 + (L rho)^2. Nothing in it contradicts the above.
+0.998, weight decay 1e-3, global lr 1, 5 epochs, batch 50). Paper: arXiv:2511.22080 (OpenReview
+75JiIa0fU1); arXiv's page gives the abstract and introduction only, but the whole camera-ready
+text could be read from a markdown copy in a public repository (its equations 1 and 3-5 were
+not legible there). Algorithm 1 (sec. 4.2): the client rule above with the 'paper' sign
+(`delta = (x^r + b m_k) - x_b`, gradient at `x_b + rho delta/||delta||`, `v = alpha_r g +
+(1 - alpha_r) m_k`, `x_{b+1} = x_b - eta_l v`), alpha_0 = 0.1, alpha kept in [0.1, 0.9) and
+smoothed with lambda (0.01 in its appendix B), c_k and c updated "SCAFFOLD-inspired"; sec. 4.2.3
+computes alpha from the similarity of the global momentum and each client's personalized
+momentum (the code: cos(Delta_k, Delta) + 1; the paper's formula was not legible). Sec. 5.1: 100
+clients, 10% per round, batch 50, eta_l 0.1, eta_g 1, 5 local epochs, 500 rounds, Dir(0.1) by
+default; an MLP on Fashion-MNIST, ResNet-18 on CIFAR-10, ResNet-34 on CIFAR-100; rho = 0.01 for
+FedWMSAM (and FedSAM, FedGAMMA, FedLESAM; 0.1 for FedSMOO and MoFedSAM). No weight decay,
+gradient clipping or learning-rate decay is mentioned. The paper's rho is the default here; the
+code's 0.1 is `rho=0.1`.
 
-Paper vs code (`variant`): the poster perturbs along `+rho delta/||delta||` ('paper', the
-default). The code (WMSAM.py L26-54) indexes the flat vector `delta` with the index of each
-parameter tensor, so tensor i (of P) is shifted by the one scalar
-`-rho d_i / (sum_{j<P} |d_j| + 1e-7)`, `d` the flattened `delta` ('code_exact'; the flat order
-here is the pytree's leaf order, each leaf row-major, not PyTorch's parameter order, so the P
-entries read differ from the authors' model); 'code_intended' is `-rho delta/(||delta||+1e-7)`,
-the code's sign without the indexing bug. As `m_k` has a gradient's sign, `t_b` runs ahead
-uphill and the poster's sign perturbs uphill (SAM-like). Other differences, where this module
-follows the code: the poster's motivation panel writes `x_{r+1} = x_r - eta_g Delta_{r+1}` with
-`Delta_{r+1} = sum Delta_k / (eta_l |P_r|)` (the code: plain averaging, Delta divided by K and
-scaled by 0.998); the poster's alpha-hat is the mean cosine (the code adds 1, and lambda = 0.01
-is hard-coded); the poster's global control is `c + sum Delta_k / (eta B |P_r|)` (the code:
-SCAFFOLD's `(1/M) sum (c_k^+ - c_k)`). Gradient clipping at 10 and weight decay 1e-3 are the
-code's, not shown on the poster; here they are this algorithm's own defaults (`max_grad_norm`,
-`weight_decay`: `local.weight_decay` and `local.momentum` are not used).
+Paper vs code (`variant`): the paper and its poster perturb along `+rho delta/||delta||` ('paper',
+the default). The code (WMSAM.py L26-54) indexes the flat vector `delta` with the index of each
+parameter tensor, so tensor i (of P) is shifted by the one scalar `-rho d_i / (sum_{j<P} |d_j| +
+1e-7)`, `d` the flattened `delta` ('code_exact'; the flat order here is the pytree's leaf order,
+each leaf row-major, not PyTorch's parameter order, so the P entries read differ from the authors'
+model); 'code_intended' is `-rho delta/(||delta||+1e-7)`, the code's sign without the indexing bug.
+As `m_k` has a gradient's sign, `t_b` runs ahead uphill and the paper's sign perturbs uphill
+(SAM-like). Other differences, where this module follows the code: Algorithm 1 (and the poster's
+motivation panel) writes `x_{r+1} = x_r - eta_g Delta_{r+1}` with `Delta_{r+1} = sum Delta_k /
+(eta_l |P_r|)` (the code: plain averaging, Delta divided by K and scaled by 0.998); the poster's
+alpha-hat is the mean cosine (the code adds 1, and lambda = 0.01 is hard-coded); the poster's
+global control is `c + sum Delta_k / (eta B |P_r|)` (the code: SCAFFOLD's `(1/M) sum (c_k^+ -
+c_k)`). Gradient clipping at 10 and weight decay 1e-3 are the code's, in neither the paper nor the
+poster; here they are this algorithm's own defaults (`max_grad_norm`, `weight_decay`:
+`local.weight_decay` and `local.momentum` are not used).
 
 Reductions (tested): `rho = 0`, `alpha_smoothing = 0` (alpha frozen), `control_variates = False`
 (m_k = Delta), `momentum_decay = 1` is the registered `fedcm` with `beta = alpha` (FedCM's
 client loss `alpha CE + (1-alpha)<w, Delta>` and momentum `mean(x^r - x_K)/(K eta)`, as the
 authors' `client/fedcm.py` and `server/FedCM.py`) while the clip is inactive.
 
-What a CIFAR run would have to reproduce (poster Table 1, "after 500 rounds", test accuracy;
-the code prints the maximum over rounds; 100 clients, 10% active, ResNet-18 with GroupNorm(2)
-presumably, not stated): CIFAR-10 Dir 0.6 / Dir 0.1 / Path 6 / Path 3: 0.8356 / 0.7664 / 0.8443
-/ 0.7446 (FedAvg 0.7886 / 0.7005 / 0.7873 / 0.6426); CIFAR-100 Dir 0.6 / Dir 0.1 / Path 20 /
-Path 10: 0.4908 / 0.4646 / 0.4786 / 0.4383 (FedAvg 0.3917 / 0.3815 / 0.3968 / 0.3631). Table 6
-(CIFAR-10 Dir 0.1): rho 0.01 gives 0.7664, rho 0.1 (the code's default) 0.7244. Not reproduced
-here.
+What a run would have to reproduce (the paper's Table 1, "after 500 rounds", test accuracy;
+the code prints the maximum over rounds; the settings of sec. 5.1): Fashion-MNIST (MLP) Dir 0.6 /
+Dir 0.1: 0.8756 / 0.8464 (FedAvg 0.8684 / 0.8226, FedSAM 0.8683 / 0.8261, FedSMOO 0.8846 /
+0.8337); CIFAR-10 (ResNet-18) Dir 0.6 / Dir 0.1 / Path 6 / Path 3: 0.8356 / 0.7664 / 0.8443 /
+0.7446 (FedAvg 0.7886 / 0.7005 / 0.7873 / 0.6426); CIFAR-100 (ResNet-34) Dir 0.6 / Dir 0.1 /
+Path 20 / Path 10: 0.4908 / 0.4646 / 0.4786 / 0.4383 (FedAvg 0.3917 / 0.3815 / 0.3968 /
+0.3631). Table 6 (CIFAR-10 Dir 0.1): rho 0.005 / 0.01 / 0.05 / 0.1 / 0.5 gives 0.7659 / 0.7664
+/ 0.7563 / 0.7244 / 0.5905. Not reproduced here (the paper's normalisation layers are not
+stated).
 """
 from __future__ import annotations
 
@@ -157,8 +167,8 @@ def alignment_value(update, momentum):
 @checked
 def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
               server_optimizer: optax.GradientTransformation | None = None,
-              rho: Annotated[float, Field(">= 0", "perturbation radius (the code's default; "
-                                          "poster Table 6 best: 0.01)", sweepable=True)] = 0.1,
+              rho: Annotated[float, Field(">= 0", "perturbation radius (the paper's sec. 5.1; "
+                                          "the code's default: 0.1)", sweepable=True)] = 0.01,
               alpha: Annotated[float, Field("(0, 1)", "initial weight alpha_0 of the gradient "
                                             "against the momentum")] = 0.1,
               alpha_smoothing: Annotated[float, Field("[0, 1]", "lambda of alpha <- (1-lambda) "
