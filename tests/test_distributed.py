@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+import cli_runner
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "experiments", "run.py")
 ROUNDS = 8
@@ -93,7 +95,7 @@ def straight(tmp_path_factory):
 def single(tmp_path_factory):
   """The same config in one process on one device."""
   workdir = str(tmp_path_factory.mktemp("single") / "single")
-  proc = subprocess.run([sys.executable, RUN, *TINY, f"--workdir={workdir}"], env=env(1),
+  proc = cli_runner.run([sys.executable, RUN, *TINY, f"--workdir={workdir}"], env=env(1),
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return workdir
@@ -162,7 +164,7 @@ def test_a_checkpoint_of_another_process_count_is_refused_in_one_line(tmp_path, 
   two = str(tmp_path / "two")
   shutil.copytree(straight[0], two)
   before = read(os.path.join(two, "metrics.jsonl"))
-  proc = subprocess.run([sys.executable, RUN, *TINY, *MESH, f"--workdir={two}"], env=env(2),
+  proc = cli_runner.run([sys.executable, RUN, *TINY, *MESH, f"--workdir={two}"], env=env(2),
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 2, proc.stderr[-3000:]
   [line] = error_lines(proc.stderr)
