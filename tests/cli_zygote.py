@@ -1,6 +1,6 @@
 """The process `cli_runner` forks the suite's command-line runs from (a "zygote").
 
-It imports the library's heavy modules once (JAX, Flax, optax, the training loop: ~2 s of a
+It imports the library's heavy modules once (JAX, Flax, optax, orbax, the training loop: ~2 s of a
 CPU-only command's start), without starting a JAX backend, and then serves requests, one JSON
 line each on stdin: `{"argv": [script, *args], "cwd", "env", "stdout", "stderr"}`. For each
 it forks a child, replies `{"pid": ...}`, waits for it and replies `{"returncode": ...}`.
@@ -24,7 +24,8 @@ import os
 import sys
 
 PRELOAD = ("jax", "jax.numpy", "flax.linen", "optax", "ml_collections", "absl.app",
-           "absl.flags", "fedjax_sharp.training.loop", "fedjax_sharp.training.cli")
+           "absl.flags", "orbax.checkpoint", "fedjax_sharp.training.loop",
+           "fedjax_sharp.training.cli")
 
 
 def _backend_started() -> bool:
