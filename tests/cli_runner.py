@@ -62,14 +62,14 @@ def _close() -> None:
     proc.wait(timeout=30)
 
 
+_FORKED_KWARGS = {"env", "cwd", "timeout", "capture_output", "text", "check"}
+
+
 def _forkable(cmd, kwargs) -> bool:
   return (isinstance(cmd, (list, tuple)) and len(cmd) >= 2 and cmd[0] == sys.executable
           and str(cmd[1]).endswith(".py") and set(kwargs) <= _FORKED_KWARGS
           and kwargs.get("capture_output") and kwargs.get("text")
           and not os.environ.get("FEDJAX_SHARP_TEST_NO_ZYGOTE"))
-
-
-_FORKED_KWARGS = {"env", "cwd", "timeout", "capture_output", "text", "check"}
 
 
 def run(cmd, **kwargs) -> subprocess.CompletedProcess:

@@ -28,11 +28,6 @@ PRELOAD = ("jax", "jax.numpy", "flax.linen", "optax", "ml_collections", "absl.ap
            "fedjax_sharp.training.cli")
 
 
-def _backend_started() -> bool:
-  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
-  return bool(xla_bridge._backends)  # pylint: disable=protected-access
-
-
 def _reply(out, **fields) -> None:
   out.write(json.dumps(fields) + "\n")
   out.flush()
@@ -56,14 +51,17 @@ def become(request: dict) -> str:
   os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])
-  null = os.open(os.devnull, os.O_RDONLY)
-  os.dup2(null, 0)
-  for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-    os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+  for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                          (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                          (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+    opened = os.open(path, flags, 0o644)
+    os.dup2(opened, fd)
+    os.close(opened)
   script = os.path.abspath(request["argv"][0])
   sys.argv = list(request["argv"])
+  zygote_path = _python_path(_ZYGOTE_ENV)
   sys.path[:] = ([os.path.dirname(script)] + _python_path(request["env"])
-                 + [p for p in sys.path[1:] if p not in _python_path(_ZYGOTE_ENV)])
+                 + [p for p in sys.path[1:] if p not in zygote_path])
   return script
 
 
@@ -76,7 +74,8 @@ _ZYGOTE_ENV = dict(os.environ)
 if __name__ == "__main__":
   for name in PRELOAD:
     importlib.import_module(name)
-  if _backend_started():   # a backend's threads do not survive a fork
+  from jax._src import xla_bridge  # pylint: disable=g-import-not-at-top
+  if xla_bridge.backends_are_initialized():   # a backend's threads do not survive a fork
     raise SystemExit("cli_zygote: a preloaded module started a JAX backend")
   _reply(sys.stdout, ready=True)
   child = serve(sys.stdin, sys.stdout)
