@@ -174,6 +174,15 @@ def test_code_exact_perturbation_is_one_scalar_per_tensor():
   assert all(float(jnp.abs(v).max()) == 0 for v in zero.values())
 
 
+def test_defaults_are_the_papers_settings():
+  """Sec. 5.1 and Algorithm 1 of the paper: rho 0.01 (the code's 0.1 is an option), alpha_0 0.1,
+  lambda 0.01, the 'paper' perturbation sign."""
+  block = config_lib.base_config().algorithm.fedwmsam
+  assert (block.rho, block.alpha, block.alpha_smoothing, block.variant) == (
+      0.01, 0.1, 0.01, "paper")
+  assert build_fed_wmsam(_config("fedwmsam"), apply_fn).hparams == {"rho": 0.01}
+
+
 def test_builder_own_optimizer_defaults_and_communication():
   c = _config("fedwmsam", rho=0.05)
   c.local.momentum, c.local.weight_decay = 0.9, 1e-5      # neither leaks into FedWMSAM
