@@ -112,6 +112,9 @@ def test_padding_clients_and_padding_steps_change_nothing(tiny):
 
 
 _REFERENCE = {}
+# The reference runs' execution: clients one after the other from the host, each step its own
+# call (small programs; no in-loop padding skip, no sort).
+REFERENCE_EXECUTION = ExecutionConfig("host", local_loop="unrolled", host_chunk=1)
 
 
 @pytest.mark.parametrize("client_strategy,local_loop",
@@ -121,9 +124,7 @@ def test_execution_strategies_agree(tiny, client_strategy, local_loop):
   alg = fed_avg(tiny.apply, local_sgd(MOM, WD))
   sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=2, seed=2)
   if "host" not in _REFERENCE:   # computed once per process: `tiny` is always the same
-    # Clients one after the other from the host, each step its own call (small programs).
-    _REFERENCE["host"] = _run(tiny, alg, sampler, 2,
-                              ExecutionConfig("host", local_loop="unrolled", host_chunk=1))[0]
+    _REFERENCE["host"] = _run(tiny, alg, sampler, 2, REFERENCE_EXECUTION)[0]
   ref = _REFERENCE["host"]
   # chunk_size 2 does not divide the cohort of 3, host_chunk 2 does not divide the steps:
   # both exercise their remainder paths.
@@ -291,12 +292,11 @@ def test_skipping_padding_steps_and_sorting_clients_change_no_result(tiny, clien
   alg = fed_dyn(tiny.apply, local_sgd(MOM, WD), alpha=0.1)
   sampler = CohortSampler(tiny.client_indices, 4, 2, local_epochs=1, seed=4,
                           max_steps=num_local_steps(12, 2, 1, 0) + 3)
-  # The reference (clients one after the other from the host, each step its own call: neither
-  # the in-loop padding skip nor the sort) is the same run for all twelve cases: computed once
-  # per worker. (All steps unrolled in one program would do too, at 7x the compile time.)
+  # The reference (REFERENCE_EXECUTION: neither the in-loop padding skip nor the sort) is the
+  # same run for all twelve cases: computed once per worker. (All steps unrolled in one program
+  # would do too, at 7x the compile time.)
   if "skipping" not in _REFERENCE:
-    _REFERENCE["skipping"] = _run(tiny, alg, sampler, 3,
-                                  ExecutionConfig("host", local_loop="unrolled", host_chunk=1))
+    _REFERENCE["skipping"] = _run(tiny, alg, sampler, 3, REFERENCE_EXECUTION)
   ref_server, ref_table, ref_m, _ = _REFERENCE["skipping"]
   execution = ExecutionConfig(client_strategy, 2, "rolled", skip_padding=skip_padding,
                               sort_clients=sort_clients)
