@@ -138,7 +138,7 @@ def test_builder_uses_the_authors_client_optimiser_and_communication():
     ("W", 0, r"algorithm\.fedgf\.W must be >= 1"),
     ("rho", -0.1, r"algorithm\.fedgf\.rho must be >= 0"),
     ("g_rho", -1.0, r"algorithm\.fedgf\.g_rho must be >= 0"),
-    ("T_D", -0.5, r"algorithm\.fedgf\.T_D must be >= 0"),
+    ("T_D", 0.0, r"algorithm\.fedgf\.T_D must be > 0"),
     ("momentum", 1.0, r"algorithm\.fedgf\.momentum must be in \[0, 1\)"),
 ])
 def test_config_errors_name_the_field(field, value, message):

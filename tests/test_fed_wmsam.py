@@ -91,7 +91,8 @@ def _reference(params, data, sampler, *, rho, alpha, smoothing, decay, max_norm,
 
 CASES = {  # variant, rho, alpha_smoothing, max_grad_norm (0.3: the clip acts on most steps)
     "paper": ("paper", 0.3, 0.5, 0.3),
-    "paper_defaults": ("paper", 0.1, 0.01, 10.0),
+    # The defaults of rho, alpha_smoothing and max_grad_norm (alpha_0 is 0.3 in every case).
+    "paper_defaults": ("paper", 0.01, 0.01, 10.0),
     "code_exact": ("code_exact", 0.3, 0.5, 0.3),
     "code_intended": ("code_intended", 0.3, 0.5, 0.3),
 }

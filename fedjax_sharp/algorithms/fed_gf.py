@@ -94,7 +94,7 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
            g_rho: Annotated[float | None, Field(
                ">= 0", "global perturbation radius (None: rho)")] = None,
            T_D: Annotated[float, Field(  # noqa: N803 (the paper's symbol)
-               ">= 0", "divergence threshold on the mean ||w^t - w_m|| (the example script's "
+               "> 0", "divergence threshold on the mean ||w^t - w_m|| (the example script's "
                "--c_o grid: 0.2, 0.3)", sweepable=True)] = 0.2,
            W: Annotated[int, Field(">= 1", "window of divergence flags (rounds)")] = 30,  # noqa: N803
            name: str = "fedgf") -> FederatedAlgorithm:

@@ -243,7 +243,11 @@ def fed_moswa(apply_fn: common.ApplyFn, client_optimizer, rho: Rho = None, alpha
 
 
 def _swa_client(config, name, *,
-                momentum: registration.OwnMomentum = 0.0,
+                momentum: Annotated[float, Field(
+                    "[0, 1)", "client momentum (the authors' code has none: it rebuilds its SGD "
+                    "every batch, so a momentum there would restart at every step; > 0 here "
+                    "carries the buffer through the client's round); local.momentum is not "
+                    "used")] = 0.0,
                 weight_decay: Annotated[float, Field(
                     ">= 0", "coupled weight decay of the local SGD (the authors' code: 1e-3; "
                     "local.weight_decay is not used)")] = 1e-3,
