@@ -35,6 +35,11 @@ if [ "${SMALL:-0}" = 1 ]; then
   ACC=(--small) PATHS=(--rounds 1 --steps 2 --batch 4)
   ANALYSIS=(--data digits --examples 100 --iters 2 --probes 2 --grid 3 --parts lambda,landscape)
 fi
+for s in $STEPS; do   # refuse a misspelt step before any step spends device time
+  case $s in device|check|targets|paths|analysis) ;;
+    *) echo "unknown step '$s' (device, check, targets, paths, analysis)" >&2; exit 2;;
+  esac
+done
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -73,7 +78,5 @@ d[0].device_kind, len(d), 'devices; jax', jax.__version__, '; XLA_FLAGS=' + repr
       step paths 240 "$PY" benchmarks/paths.py "${v#;}" "${PATHS[@]}";;
     analysis)
       step analysis 240 "$PY" benchmarks/analysis.py "${ANALYSIS[@]}";;
-    *)
-      echo "unknown step '$s' (device, check, targets, paths, analysis)" >&2; exit 2;;
   esac
 done
