@@ -151,7 +151,13 @@ def test_debug_strategy_computes_the_vmapped_round(tiny):
   sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=2, seed=2)
   ref = _run(tiny, alg, sampler, 2, ExecutionConfig("vmap", local_loop="rolled"), pad_to=4)
   out = _run(tiny, alg, sampler, 2, ExecutionConfig("debug"), pad_to=4)
-  assert _max_diff(out[:3], ref[:3]) < 1e-6
+  assert _max_diff(out[:2], ref[:2]) < 1e-6               # server state and client table
+  # The metric sums (a loss sum of ~41) within one float32 ulp of their own size: an absolute
+  # 1e-6 is below the ulp there (3.8e-6), so it demanded bit equality, which eager and fused
+  # summation give on some CPUs and not on others.
+  for x, y in zip(jax.tree.leaves(out[2]), jax.tree.leaves(ref[2])):
+    x, y = np.asarray(x), np.asarray(y)
+    assert np.all(np.abs(x - y) <= np.maximum(1e-6, np.spacing(np.abs(y)))), (x, y)
   assert _max_diff(out[0].params, tiny.params) > 1e-2     # the rounds did train
   assert not out[3].trace_counts                          # nothing was jitted
 
