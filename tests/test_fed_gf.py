@@ -13,9 +13,10 @@ from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
 from fedjax_sharp.errors import ConfigError
-from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import config as config_lib, loop, metrics as metrics_lib
 
 import np_reference as ref
+from test_training import tiny_config
 from algo_helpers import (apply_fn, assert_trees_close, assert_trees_equal, cohort_lr,
                           eager_batch, eager_round, init_params, make_problem, run_rounds)
 
@@ -77,6 +78,10 @@ def test_hand_computed_rounds(setting):
   np.testing.assert_allclose(float(server.c), r["c"])
   np.testing.assert_array_equal(np.asarray(server.window), r["flags"])
   assert int(server.filled) == window_size
+  # What metrics.jsonl records each round (the ServerStats hook): D_t and the c it set.
+  stats = alg.round_stats(server)
+  np.testing.assert_allclose(float(stats["gf_divergence"]), r["divergences"][-1], rtol=1e-5)
+  assert float(stats["gf_c"]) == r["c"]
   # The global perturbation has norm g_rho.
   np.testing.assert_allclose(ref.norm(ref.sub(ref.to_np(server.perturbed),
                                               ref.to_np(server.params))), g_rho, rtol=1e-5)
@@ -149,3 +154,18 @@ def test_config_errors_name_the_field(field, value, message):
     config_lib.validate(c)
   with pytest.raises(ConfigError, match=message):
     build_fed_gf(c, apply_fn)
+
+
+def test_every_round_records_its_divergence_and_the_c_it_set(tmp_path):
+  """The run's wiring of `round_stats` (the ServerStats hook): metrics.jsonl carries D_t and c,
+  and each c is the mean of the window of flags 1[D_s > T_D] the recorded D_s give."""
+  t_d, window_size = 0.35, 2     # this problem's D_t: ~0.43, 0.40, 0.32, 0.31
+  c = tiny_config(rounds=4, **{"algorithm.name": "fedgf", "algorithm.fedgf.T_D": t_d,
+                               "algorithm.fedgf.W": window_size})
+  loop.run(c, str(tmp_path), progress=False)
+  records = metrics_lib.read_jsonl(str(tmp_path / "metrics.jsonl"))
+  d = [r["gf_divergence"] for r in records]
+  flags = [float(x > t_d) for x in d]
+  assert 0.0 in flags and 1.0 in flags      # c moves: 1, 1, 1/2, 0 here
+  assert [r["gf_c"] for r in records] == pytest.approx(
+      [np.mean(flags[max(0, t + 1 - window_size):t + 1]) for t in range(4)])

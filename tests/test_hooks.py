@@ -1,5 +1,6 @@
 """The hooks a run calls after each round (`training.hooks`), each on its own: in-process, on
 hand-made rounds, no model compiled."""
+import dataclasses
 import json
 import logging as std_logging
 import types
@@ -105,3 +106,12 @@ def test_checkpoints_artifacts_and_the_final_model_on_their_rounds(tmp_path, mon
   assert tags == ["round00003", "final"]
   assert float(hooks.load_params(str(tmp_path / hooks.FINAL_PARAMS),
                                  {"w": np.float32(0)})["w"]) == 4.0
+
+
+def test_server_stats_put_the_algorithms_scalars_in_the_record():
+  state = types.SimpleNamespace(c=np.float32(0.25), divergence=np.float32(1.5))
+  hook = hooks.ServerStats(lambda s: {"gf_c": s.c, "gf_divergence": s.divergence})
+  rnd = dataclasses.replace(_round(3, {"train_loss": 0.5}), server_state=state)
+  hook.on_round(rnd)
+  assert rnd.record == {"train_loss": 0.5, "gf_c": 0.25, "gf_divergence": 1.5}
+  assert all(type(v) is float for v in rnd.record.values())    # JSON-ready

@@ -26,7 +26,9 @@ information). Server, in the code's order (`global_update`, L37-70):
     w^{t+1}  = w^t - sum_m p_m Delta_m                   (FedAvg; p_m = n_m / sum n)
     w~^{t+1} = w^{t+1} + g_rho Delta / (||Delta|| + 1e-12),   Delta = w^t - w^{t+1}
 
-`c` takes the values 0, 1/L, ..., 1 with L = min(t + 1, W) entries in the window. In round 0
+`c` takes the values 0, 1/L, ..., 1 with L = min(t + 1, W) entries in the window; every
+round's record in metrics.jsonl has `gf_divergence` (D_t) and `gf_c` (the c it set for round
+t + 1), which is how to choose T_D for a model (its scale is the model's). In round 0
 `c = 0`, so the round is a FedSAM round (the code's `w~ = None` branch gives the same). The
 code's global perturbation has no epsilon (0/0 = NaN when Delta = 0); 1e-12 here, so a zero
 Delta leaves `w~ = w`. Maintainer (issue hwan-sig/Official-FedGF#2): "If the c value is close
@@ -69,6 +71,7 @@ class FedGFServerState:
   c: Any          # float32 scalar, the weight of w~ in the clients' perturbation
   window: Any     # float32 [W], the last W flags 1[D > T_D], newest last (zeros before)
   filled: Any     # int32 scalar, min(rounds so far, W): the window's length
+  divergence: Any  # float32 scalar, the last round's D_t (0 before the first; recorded only)
 
 
 @flax.struct.dataclass
@@ -114,7 +117,8 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
   def server_init(params):
     return FedGFServerState(params=params, perturbed=params, c=jnp.zeros((), jnp.float32),
                             window=jnp.zeros((window_size,), jnp.float32),
-                            filled=jnp.zeros((), jnp.int32))
+                            filled=jnp.zeros((), jnp.int32),
+                            divergence=jnp.zeros((), jnp.float32))
 
   def broadcast(server_state, round_info):
     return (server_state.params, server_state.perturbed, server_state.c)
@@ -151,7 +155,11 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
     params = tree.sub(server_state.params, mean_delta)
     perturbed = tree.add(params, sam.perturbation(mean_delta, global_radius(hp)))
     return FedGFServerState(params=params, perturbed=perturbed, c=c, window=window,
-                            filled=filled)
+                            filled=filled, divergence=divergence.astype(jnp.float32))
+
+  def round_stats(server_state):
+    # metrics.jsonl per round: D_t of the round just run, and the c it set for the next round.
+    return {"gf_divergence": server_state.divergence, "gf_c": server_state.c}
 
   return FederatedAlgorithm(
       name=name, server_init=server_init, client_state_init=lambda params: (),
@@ -159,6 +167,7 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=1), hparams=values,
+      round_stats=round_stats,
       dp_unsupported="reads each client's update norm on the server (its divergence window), "
                      "which noise on the sum does not cover")
 

@@ -110,3 +110,7 @@ class FederatedAlgorithm:
   # The DP mechanism (`core.privacy.Mechanism`) applied to the uploads, None without DP: what
   # the accountant reads.
   privacy: Any = None
+  # server_state -> {name: scalar}: quantities of the server state worth a column of every
+  # round's record in metrics.jsonl (FedGF's weight c and the divergence that set it). Read on
+  # the host after the round, outside the compiled program; None: nothing.
+  round_stats: Callable[[PyTree], Mapping[str, Any]] | None = None

@@ -9,7 +9,8 @@ at the last one):
     hook.close(status)    # the run ends: 'completed', 'interrupted', 'diverged' or 'failed'
 
 The order: `Evaluator` (test metrics), `RoundAnalysis` (geometry during training),
-`PrivacyAccountant` (epsilon so far, with differential privacy), `Clock`
+`PrivacyAccountant` (epsilon so far, with differential privacy), `ServerStats` (the
+algorithm's own per-round quantities, where it has them), `Clock`
 (round and wall time), `MetricsWriter` (metrics.jsonl), `TensorBoard`, `DivergenceGuard`,
 `Checkpointer`, `Averager`, `Artifacts`, `FinalModel`, then the progress line
 (`progress.Progress`). Hooks that add fields to the record run before the ones that write it;
@@ -193,6 +194,19 @@ class PrivacyAccountant(Hook):
 
   def on_round(self, rnd: Round) -> None:
     rnd.record["dp_epsilon"] = self.setting.epsilon(rnd.t + 1)
+
+
+class ServerStats(Hook):
+  """The algorithm's own per-round quantities (`FederatedAlgorithm.round_stats` of the server
+  state, e.g. FedGF's `gf_c` and `gf_divergence`) as fields of the round's record."""
+
+  def __init__(self, round_stats: Callable[[Any], dict]):
+    super().__init__()
+    self.round_stats = round_stats
+
+  def on_round(self, rnd: Round) -> None:
+    stats = jax.device_get(self.round_stats(rnd.server_state))
+    rnd.record.update({k: float(v) for k, v in stats.items()})
 
 
 class Clock(Hook):

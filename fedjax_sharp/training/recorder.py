@@ -125,6 +125,8 @@ class RunRecorder:
       hooks.append(analysis)
     if exp.accounting is not None:
       hooks.append(hooks_lib.PrivacyAccountant(exp.accounting))
+    if exp.algorithm.round_stats is not None:
+      hooks.append(hooks_lib.ServerStats(exp.algorithm.round_stats))
     hooks.append(hooks_lib.Clock(self.records[-1]["wall_time_s"] if self.records else 0.0))
     hooks.append(hooks_lib.MetricsWriter(self.records, path(workdir_lib.METRICS), truncate))
     if workdir and config.log.tensorboard:
