@@ -141,13 +141,18 @@ class RoundEngine:
     # the loop reuse one trace of it (JAX caches a jitted function's trace by its arguments'
     # shapes); inside the round's jit it is inlined, so the compiled program is the same.
     self._local_step = jax.jit(self.algorithm.local_step)
-    self._jit_round = jax.jit(self._counted("round", self._round), donate_argnums=donated)
+    # keep_unused: a donated leaf the round never reads (a statistic it only writes, FedGF's
+    # D_t) stays an argument, so it is consumed and its buffer reused like every other leaf
+    # (jit would otherwise drop it and keep the old buffer alive beside the new one).
+    self._jit_round = jax.jit(self._counted("round", self._round), donate_argnums=donated,
+                              keep_unused=self.donate)
     # The pieces of the 'host' strategy.
     self._jit_prepare = jax.jit(self._counted("prepare", self._prepare))
     self._jit_client_start = jax.jit(self._counted("client_start", self._client_start))
     self._jit_steps = jax.jit(self._counted("steps", self._run_steps))
     self._jit_client_end = jax.jit(self._counted("client_end", self.algorithm.client_finalize))
-    self._jit_finish = jax.jit(self._counted("finish", self._finish), donate_argnums=donated)
+    self._jit_finish = jax.jit(self._counted("finish", self._finish), donate_argnums=donated,
+                               keep_unused=self.donate)
     # The devices the 'host' strategy spreads clients over (the first holds the state).
     self.host_devices = (backends.host_devices(self.execution.host_devices)
                          if self.execution.client_strategy == "host" else jax.local_devices()[:1])
