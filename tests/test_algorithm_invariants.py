@@ -1,5 +1,6 @@
 """Every registered algorithm: padding clients and masked steps change nothing, every execution
-strategy computes the same rounds, and the round is traced once (no recompiles).
+strategy computes the same rounds, the round is traced once (no recompiles), and the vmapped
+round donates its state without two leaves ever sharing a buffer.
 
 Each algorithm is built by its registry builder from the base config with non-trivial
 hyperparameters (SAM radii, duals, momentum where allowed), on the dict-params softmax model.
@@ -7,15 +8,20 @@ hyperparameters (SAM radii, duals, momentum where allowed), on the dict-params s
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from fedjax_sharp.algorithms.registry import ALGORITHMS, build_algorithm
+from fedjax_sharp.core import donation
+from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
-from fedjax_sharp.core.engine import ExecutionConfig
+from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
+from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 
-from algo_helpers import apply_fn, assert_trees_close, init_params, make_problem, run_rounds
+from algo_helpers import (apply_fn, assert_trees_close, init_params, lr_at, make_problem,
+                          run_rounds, tmap)
 
 SIZES = (6, 9, 5, 8, 7, 3)
 ROUNDS = 3
@@ -37,8 +43,47 @@ def _run(alg, data, sampler, execution, pad_to=None):
   return server, table, metrics, engine
 
 
+def _pointers(tree):
+  return [p for leaf in jax.tree.leaves(tree) for p in donation.buffer_ids(leaf)]
+
+
+def _run_donating(name, alg, data, sampler, execution, pad_to, workdir):
+  """`_run`'s rounds (the same cohorts, learning rates and key), checking buffer donation on the
+  way, as an accelerator runs them (the CPU donates too): no two leaves of the state share a
+  buffer after init, after each round and after a checkpoint restore; each round's inputs are
+  gone after it; the caller's parameters survive; the restored state can be donated again.
+  Returns host copies of (server, table), the last metrics and the engine."""
+  params = init_params(50)
+  engine = RoundEngine(alg, sampler.num_clients, execution)
+  assert engine.donate
+  server, table = engine.init(params)
+  assert donation.shared_leaves((server, table)) == [], f"{name}: after init"
+  assert not set(_pointers((server, table))) & set(_pointers(params)), name
+  for t in range(ROUNDS):
+    before = jax.tree.leaves((server, table))
+    server, table, metrics = engine.round(
+        server, table, data, sampler.build(t, pad_to=pad_to),
+        RoundInfo(jnp.int32(t), jnp.float32(lr_at(t)), sampler.num_clients), jax.random.key(3))
+    jax.block_until_ready((server, table))
+    assert all(leaf.is_deleted() for leaf in before if isinstance(leaf, jax.Array)), (name, t)
+    assert donation.shared_leaves((server, table)) == [], f"{name}: after round {t}"
+    assert np.isfinite(float(metrics["loss_sum"])), (name, t)
+  assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(params)), name
+  expected = jax.device_get((server, table))
+  config = _config(name)
+  checkpoints.save(workdir, config, ROUNDS, server, table, 0)
+  restored = checkpoints.restore(workdir, config, server, table)
+  server, table = engine.unalias(restored[1], restored[2])
+  assert donation.shared_leaves((server, table)) == [], f"{name}: after a checkpoint restore"
+  tmap(np.testing.assert_array_equal, jax.device_get((server, table)), expected)
+  engine.round(server, table, data, sampler.build(ROUNDS, pad_to=pad_to),
+               RoundInfo(jnp.int32(ROUNDS), jnp.float32(lr_at(ROUNDS)), sampler.num_clients),
+               jax.random.key(3))
+  return expected[0], expected[1], metrics, engine
+
+
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
-def test_padding_masks_strategies_and_traces(name):
+def test_padding_masks_strategies_and_traces(name, tmp_path):
   data, parts = make_problem(SIZES, seed=50)
   alg = build_algorithm(_config(name), apply_fn)
   base = CohortSampler(parts, 3, 4, local_epochs=2, seed=50)
@@ -48,8 +93,9 @@ def test_padding_masks_strategies_and_traces(name):
   ref = _run(alg, data, base, ExecutionConfig("unrolled", local_loop="rolled"))
   padded_steps = CohortSampler(parts, 3, 4, local_epochs=2, seed=50, max_steps=base.max_steps + 3)
   runs = {
-      "vmap/rolled + padding clients and steps": _run(
-          alg, data, padded_steps, ExecutionConfig("vmap", local_loop="rolled"), pad_to=5),
+      "vmap/rolled + padding clients and steps, donating": _run_donating(
+          name, alg, data, padded_steps, ExecutionConfig("vmap", local_loop="rolled"), 5,
+          str(tmp_path)),
       "host/unrolled": _run(alg, data, base, ExecutionConfig("host", local_loop="unrolled",
                                                              host_chunk=3)),
       "chunked_vmap/partial + padding clients": _run(

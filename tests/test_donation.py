@@ -1,11 +1,12 @@
 """Buffer donation on the CPU: the CPU runs the program an accelerator runs.
 
-The round donates the server state and the client table on every backend. Each registered
-algorithm (classification and minimax, default hyperparameters, vmap strategy) runs init and two
-donating rounds, and no two leaves of its state share a buffer after init, after a round and
-after a checkpoint restore. The engine's guard copies shared leaves of a hand-made aliased state
-(FedSMOO's old `server_init`) and names them. And `engine.client_table='auto'` decides from the
-memory it is given.
+The round donates the server state and the client table on every backend. Each minimax algorithm
+(default hyperparameters, vmap strategy) runs init and two donating rounds, and no two leaves of
+its state share a buffer after init, after a round and after a checkpoint restore; every
+classification algorithm is checked the same way in its vmapped run of
+tests/test_algorithm_invariants.py (`_run_donating`). The engine's guard copies shared leaves of
+a hand-made aliased state (FedSMOO's old `server_init`) and names them. And
+`engine.client_table='auto'` decides from the memory it is given.
 """
 from __future__ import annotations
 
@@ -34,15 +35,6 @@ from algo_helpers import apply_fn, init_params, make_problem, tmap
 VMAP = ExecutionConfig("vmap", local_loop="rolled")
 
 
-def _classification(name):
-  config = config_lib.base_config()
-  config.algorithm.name = name
-  data, parts = make_problem((4, 6, 5, 3), seed=7)
-  sampler = CohortSampler(parts, 2, 3, local_steps=2, seed=7)
-  alg = build_algorithm(config, apply_fn)
-  return config, alg, init_params(7), data, sampler
-
-
 def _minimax(name):
   config = config_lib.base_config()
   config.task.name = "quadratic"
@@ -59,12 +51,10 @@ def _pointers(tree):
   return [p for leaf in jax.tree.leaves(tree) for p in donation.buffer_ids(leaf)]
 
 
-@pytest.mark.parametrize("name", [f"classification/{n}" for n in sorted(ALGORITHMS)]
-                         + [f"minimax/{n}" for n in MINIMAX_ALGORITHMS])
-def test_every_algorithm_runs_donating_rounds_and_never_shares_a_buffer(name, tmp_path):
-  kind, algorithm = name.split("/")
-  config, alg, params, data, sampler = (_classification if kind == "classification"
-                                        else _minimax)(algorithm)
+@pytest.mark.parametrize("name", list(MINIMAX_ALGORITHMS))
+def test_every_minimax_algorithm_runs_donating_rounds_and_never_shares_a_buffer(name, tmp_path):
+  """(Every classification algorithm: tests/test_algorithm_invariants.py, `_run_donating`.)"""
+  config, alg, params, data, sampler = _minimax(name)
   engine = RoundEngine(alg, sampler.num_clients, VMAP)
   assert engine.donate
   server, table = engine.init(params)
