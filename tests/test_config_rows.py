@@ -94,10 +94,10 @@ def shrink(c):
   c.eval.hessian_every = 0
   c.eval.target_accuracy = 0.0
   c.checkpoint_every = 0
-  # One compiled step (the CPU default unrolls several: a MobileNetV2 round then takes minutes
-  # to compile); the strategies' equivalence is tested in test_engine.py.
-  c.engine.client_strategy = "vmap"
-  c.engine.local_loop = "rolled"
+  # The engine is the config's own ('auto': on a CPU, clients and the single local step
+  # dispatched from the host, the fastest to compile and run here, measured against vmap/rolled
+  # and map/rolled); the strategies' equivalence is tested in test_engine.py and
+  # test_algorithm_invariants.py.
   if config_lib.is_minimax(c) and c.task.name in ("quadratic", "pl", "simplex", "bilinear"):
     return c
   if c.data.partition not in ("natural", "file"):
