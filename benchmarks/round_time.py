@@ -172,10 +172,11 @@ def lowered_flops(fn, *args) -> float:
   return float((cost or {}).get("flops", float("nan")))
 
 
-def compiled_flops(fn, *args) -> float:
+def compiled_flops(fn, *args, compiler_options=None) -> float:
   """The same count from the backend-compiled program (right on a CPU only; the check that
-  `lowered_flops` agrees with it there is a test)."""
-  cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+  `lowered_flops` agrees with it there is a test). `compiler_options`: XLA options for that
+  compile (the count is the cost analysis of the program after XLA's HLO passes)."""
+  cost = jax.jit(fn).lower(*args).compile(compiler_options).cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   return float((cost or {}).get("flops", float("nan")))
 

@@ -34,6 +34,12 @@ def _has_grouped_convolutions(params) -> bool:
       "dw" in str(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0])
 
 
+# The compiled count is XLA's cost analysis of the program after its HLO passes; the backend's
+# optimisation level (LLVM's) leaves those alone: every zoo model has the same count at level 0
+# as at the default, compiled 3.3x faster (10.9 -> 3.3 s for the 13 models).
+O0 = {"xla_backend_optimization_level": 0}
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_lowered_flop_count_matches_the_cpu_compiled_count(name):
   """Forward + backward, lowered against CPU-compiled, within 5%. A model with grouped
@@ -57,9 +63,9 @@ def test_lowered_flop_count_matches_the_cpu_compiled_count(name):
   assert lowered > 0
   if _has_grouped_convolutions(params):
     lowered, compiled = (round_time.lowered_flops(forward, params, x),
-                         round_time.compiled_flops(forward, params, x))
+                         round_time.compiled_flops(forward, params, x, compiler_options=O0))
   else:
-    compiled = round_time.compiled_flops(grad_of_loss, params, x)
+    compiled = round_time.compiled_flops(grad_of_loss, params, x, compiler_options=O0)
   assert abs(lowered - compiled) <= 0.05 * compiled, (name, lowered, compiled)
 
 
@@ -90,3 +96,15 @@ def test_cpu_compiled_count_inflates_depthwise_gradients():
   assert round_time.lowered_flops(dw, x, w) == round_time.compiled_flops(dw, x, w)
   grad = lambda a, b: jax.grad(lambda q: jnp.sum(dw(a, q) ** 2))(b)
   assert round_time.compiled_flops(grad, x, w) > 3 * round_time.lowered_flops(grad, x, w)
+
+
+def test_compiled_count_does_not_depend_on_the_backend_level():
+  """What lets the zoo test above compile at LLVM level 0: the same compiled count as XLA's
+  default level (all 13 models were compared once; here a convolutional one, forward+backward)."""
+  model = get_model("mcmahan_cnn", 10)
+  x = _inputs("mcmahan_cnn")
+  params = jax.eval_shape(lambda: model.init(jax.random.key(0), x)["params"])
+  params = jax.tree.map(lambda a: jnp.full(a.shape, 0.01, a.dtype), params)
+  grad = jax.grad(lambda p, xb: jnp.sum(model.apply({"params": p}, xb)))
+  assert round_time.compiled_flops(grad, params, x, compiler_options=O0) == \
+      round_time.compiled_flops(grad, params, x) > 0
