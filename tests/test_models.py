@@ -86,3 +86,18 @@ def test_in_pieces_is_the_same_function_on_smaller_model_calls():
   assert in_pieces(whole, 0) is whole and in_pieces(whole, 16)(params, x).shape == (9, 10)
   with pytest.raises(ValueError, match=r"engine\.micro_batch"):
     in_pieces(whole, -1)
+
+
+def test_init_params_reuses_one_program_per_model_and_shape():
+  """Another seed's init (a sweep's seeds, compare's) reuses the jitted init of an equal model
+  and shape: no new trace or compile, the same bits as a program of its own."""
+  from fedjax_sharp.models import registry  # pylint: disable=g-import-not-at-top
+  before = registry._jitted_init.cache_info()   # pylint: disable=protected-access
+  a = init_params(get_model("mcmahan_cnn", 10), jax.random.key(0), (8, 8, 1))
+  b = init_params(get_model("mcmahan_cnn", 10), jax.random.key(1), (8, 8, 1))
+  after = registry._jitted_init.cache_info()    # pylint: disable=protected-access
+  assert after.misses - before.misses <= 1 and after.hits - before.hits >= 1
+  own = registry._jitted_init.__wrapped__(      # pylint: disable=protected-access
+      get_model("mcmahan_cnn", 10), (8, 8, 1), jnp.dtype(jnp.float32), True)(jax.random.key(1))
+  jax.tree.map(np.testing.assert_array_equal, b, own)
+  assert not np.array_equal(a["conv1"]["kernel"], b["conv1"]["kernel"])

@@ -2,6 +2,7 @@
 (`model.conv_impl`, `model.compute_dtype`)."""
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable
 
@@ -66,10 +67,22 @@ def init_params(model: nn.Module, key: jax.Array, input_shape: tuple[int, ...],
                 dtype=jnp.float32):
   """Initialises parameters for inputs of shape `input_shape` (no batch axis), jitted (eager
   init of a ResNet-18 dispatches hundreds of small ops: ~14 s on a busy 2-core CPU)."""
-  init = jax.jit(lambda k: model.init(k, jnp.zeros((1, *input_shape), dtype))["params"],
-                 compiler_options=(CPU_INIT_OPTIONS if backends.kind() == "cpu"
-                                   and not isinstance(key, jax.core.Tracer) else None))
+  pinned = backends.kind() == "cpu" and not isinstance(key, jax.core.Tracer)
+  args = (model, tuple(input_shape), jnp.dtype(dtype), pinned)
+  try:
+    init = _jitted_init(*args)
+  except TypeError:   # a module with an unhashable field: not cached
+    init = _jitted_init.__wrapped__(*args)
   return init(key)
+
+
+@functools.lru_cache(maxsize=32)
+def _jitted_init(model: nn.Module, input_shape: tuple[int, ...], dtype, pinned: bool):
+  """One jitted init per (model, input shape, dtype): another seed's init (a sweep's, compare's
+  seeds) reuses the traced and compiled program. Flax modules compare and hash by their
+  fields."""
+  return jax.jit(lambda k: model.init(k, jnp.zeros((1, *input_shape), dtype))["params"],
+                 compiler_options=CPU_INIT_OPTIONS if pinned else None)
 
 
 # How the CPU compiles the init program (a threefry draw for every parameter), pinned so that the
