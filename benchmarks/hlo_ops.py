@@ -30,6 +30,12 @@ from fedjax_sharp.training.config import base_config
 _OP = re.compile(r"=.*?\s(convolution|dot|while)\(")
 
 
+def _compile_options():
+  """The operations are read from the program after XLA's HLO passes; on a CPU the backend's
+  (LLVM's) optimisation level leaves those alone, and level 0 compiles ~1.6x faster."""
+  return {"xla_backend_optimization_level": 0} if jax.default_backend() == "cpu" else None
+
+
 def op_summary(hlo: str) -> dict:
   """Counts of convolution / dot / while ops in HLO text, with the conv group counts and the
   dots' batch dimension sizes."""
@@ -79,14 +85,14 @@ def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: 
               for s in range(experiments)]
   info = RoundInfo(jnp.int32(0), jnp.float32(0.01), clients)
   one = engine._jit_round.lower(server, table, data, samplers[0].build(0), info,  # pylint: disable=protected-access
-                                jax.random.key(0)).compile().as_text()
+                                jax.random.key(0)).compile(_compile_options()).as_text()
   states = [engine.init(params) for _ in range(experiments)]
   servers, tables = tree.stack([s for s, _ in states]), tree.stack([t for _, t in states])
   cohorts = tree.stack([s.build(0) for s in samplers])
   keys = jnp.stack([jax.random.key(s) for s in range(experiments)])
   rates = jnp.full((experiments,), 0.01, jnp.float32)
   sweep = RoundEngine._jit_sweep.lower(engine, servers, tables, data, cohorts, jnp.int32(0),  # pylint: disable=protected-access
-                                       rates, keys, {}).compile().as_text()
+                                       rates, keys, {}).compile(_compile_options()).as_text()
   return one, sweep
 
 
