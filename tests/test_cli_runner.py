@@ -87,3 +87,29 @@ def test_what_cannot_be_forked_goes_to_subprocess():
   assert not cli_runner._forkable([sys.executable, "x.py"], {"capture_output": True,
                                                               "text": True, "input": "y"})
   assert cli_runner._forkable([sys.executable, "x.py"], {"capture_output": True, "text": True})
+
+
+def test_started_commands_run_side_by_side_and_take_signals_like_popen(tmp_path):
+  """`start`: Popen's calls on a forked command. Two commands run at once (each forked from a
+  zygote of its own), signals reach the command itself, and its output and exit code are what
+  a real `Popen` gives."""
+  script = tmp_path / "script.py"
+  script.write_text(SCRIPT)
+  env = dict(os.environ, RUNNER_TEST="here", PYTHONPATH=str(tmp_path))
+  cmd = [sys.executable, str(script), "sleep"]
+  sleeping = [cli_runner.start(cmd, env=env, cwd=tmp_path) for _ in range(2)]
+  real = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  assert len({p.pid for p in sleeping} | {os.getpid(), real.pid}) == 4
+  time.sleep(0.5)
+  assert [p.poll() for p in sleeping] == [None, None]
+  with pytest.raises(subprocess.TimeoutExpired):
+    sleeping[0].wait(timeout=0.1)
+  sleeping[0].send_signal(15)
+  sleeping[1].kill()
+  real.send_signal(15)
+  assert sleeping[0].communicate(timeout=30) == real.communicate(timeout=30)
+  assert sleeping[0].returncode == real.returncode == -15
+  assert sleeping[1].wait(timeout=30) == -9 and "to stderr" in sleeping[1].stderr
+  done = cli_runner.start([sys.executable, str(script), "3"], env=env, cwd=tmp_path)
+  assert done.wait(timeout=60) == 3 and "env here" in done.stdout

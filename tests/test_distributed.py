@@ -42,10 +42,10 @@ def env(devices: int):
 
 def start_processes(workdir, extra=(), n=2):
   port = free_port()
-  return [subprocess.Popen([sys.executable, RUN, *TINY, *extra, f"--workdir={workdir}",
+  # Each process forked from a zygote of its own (cli_runner.start: Popen's calls).
+  return [cli_runner.start([sys.executable, RUN, *TINY, *extra, f"--workdir={workdir}",
                             f"--coordinator=localhost:{port}", f"--num_processes={n}",
-                            f"--process_id={i}"], env=env(2), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for i in range(n)]
+                            f"--process_id={i}"], env=env(2)) for i in range(n)]
 
 
 def run_processes(workdir, extra=(), n=2, procs=None):

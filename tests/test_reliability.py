@@ -31,9 +31,8 @@ TIMING = ("round_time_s", "wall_time_s", "build_time_s", "first_round_time_s",
 def cli(*args, workdir=None, wait=True, timeout=300):
   cmd = [sys.executable, RUN, *BASE, *args] + ([f"--workdir={workdir}"] if workdir else [])
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  if not wait:
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+  if not wait:   # a running command (Popen's calls), forked from a zygote of its own
+    return cli_runner.start(cmd, env=env)
   return cli_runner.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
