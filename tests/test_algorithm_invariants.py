@@ -87,10 +87,11 @@ def test_padding_masks_strategies_and_traces(name, tmp_path):
   data, parts = make_problem(SIZES, seed=50)
   alg = build_algorithm(_config(name), apply_fn)
   base = CohortSampler(parts, 3, 4, local_epochs=2, seed=50)
-  # The reference: clients one after the other, a rolled local loop. The unrolled local loop
-  # runs in the host/unrolled chunks below (a whole client unrolled costs 4x the compile time
-  # of every other run here; tests/test_engine.py runs it against the other forms).
-  ref = _run(alg, data, base, ExecutionConfig("unrolled", local_loop="rolled"))
+  # The reference: clients one after the other in one program ('map', what 'auto' runs on a
+  # GPU), a rolled local loop. The unrolled local loop runs in the host/unrolled chunks below;
+  # the 'unrolled' client strategy (the client program written out once per client: 1.5x the
+  # reference's compile) runs against every other form in tests/test_engine.py.
+  ref = _run(alg, data, base, ExecutionConfig("map", local_loop="rolled"))
   padded_steps = CohortSampler(parts, 3, 4, local_epochs=2, seed=50, max_steps=base.max_steps + 3)
   runs = {
       "vmap/rolled + padding clients and steps, donating": _run_donating(
@@ -108,7 +109,7 @@ def test_padding_masks_strategies_and_traces(name, tmp_path):
       for k in ref[2]:
         np.testing.assert_allclose(float(metrics[k]), float(ref[2][k]), rtol=2e-5, atol=1e-5)
     except AssertionError as e:
-      raise AssertionError(f"{name}: {label} differs from unrolled/rolled") from e
+      raise AssertionError(f"{name}: {label} differs from map/rolled") from e
     assert engine.trace_count == 1, f"{name}: {label} retraced {dict(engine.trace_counts)}"
   # The rounds did something: the model moved.
   moved = max(float(np.abs(np.asarray(a) - np.asarray(b)).max())

@@ -139,8 +139,8 @@ def test_accelerator_check_small_runs_every_algorithm():
   """The backend smoke check CI runs: every registered algorithm (classification and minimax)
   under 'map' (what 'auto' resolves to on a GPU) for 2 rounds with buffer donation on, each row
   OK. The other client strategies run every algorithm, with donation on and with results
-  compared rather than only run, in tests/test_algorithm_invariants.py (vmap, chunked_vmap,
-  host/unrolled -- the CPU's 'auto' --, unrolled) and tests/test_minimax.py (every minimax
+  compared rather than only run, in tests/test_algorithm_invariants.py (map, vmap,
+  chunked_vmap, host/unrolled -- the CPU's 'auto' --) and tests/test_minimax.py (every minimax
   algorithm under unrolled, vmap and host/unrolled); `--check` without `--strategies` ('auto'
   and the three others) is what to run on a GPU."""
   from fedjax_sharp.algorithms.registry import ALGORITHMS
