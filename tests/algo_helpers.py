@@ -1,14 +1,17 @@
 """Helpers shared by the algorithm tests: a dict-params softmax regression written in plain
 jax.numpy (so reference computations can be independent of Flax), a ragged client problem,
-tree comparisons and an eager single-client round (no engine) for cheap builder checks."""
+tree comparisons, an eager single-client round (no engine) for cheap builder checks, and the
+donating rounds with their buffer checks (`run_donating_rounds`)."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp.core import donation
 from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine, TrainData
+from fedjax_sharp.training import checkpoints
 
 DIM, NUM_CLASSES = 5, 3
 LR, MOMENTUM, WD = 0.1, 0.9, 1e-3
@@ -83,6 +86,42 @@ def run_rounds(alg, params, data, sampler, num_rounds, execution=VMAP_ROLLED, co
         RoundInfo(jnp.int32(t), jnp.float32(lr_at(t)), sampler.num_clients),
         jax.random.key(key))
   return server_state, table, metrics, engine
+
+
+def buffer_pointers(tree) -> list:
+  """The device buffers behind every leaf of `tree`."""
+  return [p for leaf in jax.tree.leaves(tree) for p in donation.buffer_ids(leaf)]
+
+
+def run_donating_rounds(engine, params, num_rounds, round_inputs, config, workdir, label=""):
+  """`num_rounds` donating rounds of `engine` from `params`, checking buffer donation on the way
+  as an accelerator runs them (the CPU donates too): no two leaves of the state share a buffer
+  after init, after each round and after a checkpoint restore; each round's inputs are gone
+  after it; the caller's parameters survive; the restored state can be donated again.
+  `round_inputs(t)` gives round t's (data, cohort, RoundInfo, key). Returns host copies of
+  (server, table) after `num_rounds` rounds and the last round's metrics."""
+  assert engine.donate, label
+  server, table = engine.init(params)
+  # No leaf shares a buffer with another (unsafe_buffer_pointer identity) or with `params`.
+  assert donation.shared_leaves((server, table)) == [], f"{label}: after init"
+  assert not set(buffer_pointers((server, table))) & set(buffer_pointers(params)), label
+  for t in range(num_rounds):
+    before = jax.tree.leaves((server, table))
+    server, table, metrics = engine.round(server, table, *round_inputs(t))
+    jax.block_until_ready((server, table))
+    # The CPU donated the inputs (they are gone), as an accelerator does.
+    assert all(leaf.is_deleted() for leaf in before if isinstance(leaf, jax.Array)), (label, t)
+    assert donation.shared_leaves((server, table)) == [], f"{label}: after round {t}"
+    assert np.isfinite(float(metrics["loss_sum"])), (label, t)
+  assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(params)), label
+  expected = jax.device_get((server, table))
+  checkpoints.save(workdir, config, num_rounds, server, table, 0)
+  restored = checkpoints.restore(workdir, config, server, table)
+  server, table = engine.unalias(restored[1], restored[2])
+  assert donation.shared_leaves((server, table)) == [], f"{label}: after a checkpoint restore"
+  tmap(np.testing.assert_array_equal, jax.device_get((server, table)), expected)
+  engine.round(server, table, *round_inputs(num_rounds))   # the restored state donated again
+  return expected[0], expected[1], metrics
 
 
 def assert_trees_equal(a, b):

@@ -13,15 +13,13 @@ import numpy as np
 import pytest
 
 from fedjax_sharp.algorithms.registry import ALGORITHMS, build_algorithm
-from fedjax_sharp.core import donation
 from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
-from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 
 from algo_helpers import (apply_fn, assert_trees_close, init_params, lr_at, make_problem,
-                          run_rounds, tmap)
+                          run_donating_rounds, run_rounds)
 
 SIZES = (6, 9, 5, 8, 7, 3)
 ROUNDS = 3
@@ -43,43 +41,16 @@ def _run(alg, data, sampler, execution, pad_to=None):
   return server, table, metrics, engine
 
 
-def _pointers(tree):
-  return [p for leaf in jax.tree.leaves(tree) for p in donation.buffer_ids(leaf)]
-
-
 def _run_donating(name, alg, data, sampler, execution, pad_to, workdir):
-  """`_run`'s rounds (the same cohorts, learning rates and key), checking buffer donation on the
-  way, as an accelerator runs them (the CPU donates too): no two leaves of the state share a
-  buffer after init, after each round and after a checkpoint restore; each round's inputs are
-  gone after it; the caller's parameters survive; the restored state can be donated again.
-  Returns host copies of (server, table), the last metrics and the engine."""
-  params = init_params(50)
+  """`_run`'s rounds (the same cohorts, learning rates and key) through
+  `algo_helpers.run_donating_rounds`, which checks buffer donation on the way."""
   engine = RoundEngine(alg, sampler.num_clients, execution)
-  assert engine.donate
-  server, table = engine.init(params)
-  assert donation.shared_leaves((server, table)) == [], f"{name}: after init"
-  assert not set(_pointers((server, table))) & set(_pointers(params)), name
-  for t in range(ROUNDS):
-    before = jax.tree.leaves((server, table))
-    server, table, metrics = engine.round(
-        server, table, data, sampler.build(t, pad_to=pad_to),
-        RoundInfo(jnp.int32(t), jnp.float32(lr_at(t)), sampler.num_clients), jax.random.key(3))
-    jax.block_until_ready((server, table))
-    assert all(leaf.is_deleted() for leaf in before if isinstance(leaf, jax.Array)), (name, t)
-    assert donation.shared_leaves((server, table)) == [], f"{name}: after round {t}"
-    assert np.isfinite(float(metrics["loss_sum"])), (name, t)
-  assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(params)), name
-  expected = jax.device_get((server, table))
-  config = _config(name)
-  checkpoints.save(workdir, config, ROUNDS, server, table, 0)
-  restored = checkpoints.restore(workdir, config, server, table)
-  server, table = engine.unalias(restored[1], restored[2])
-  assert donation.shared_leaves((server, table)) == [], f"{name}: after a checkpoint restore"
-  tmap(np.testing.assert_array_equal, jax.device_get((server, table)), expected)
-  engine.round(server, table, data, sampler.build(ROUNDS, pad_to=pad_to),
-               RoundInfo(jnp.int32(ROUNDS), jnp.float32(lr_at(ROUNDS)), sampler.num_clients),
-               jax.random.key(3))
-  return expected[0], expected[1], metrics, engine
+  inputs = lambda t: (data, sampler.build(t, pad_to=pad_to),
+                      RoundInfo(jnp.int32(t), jnp.float32(lr_at(t)), sampler.num_clients),
+                      jax.random.key(3))
+  server, table, metrics = run_donating_rounds(engine, init_params(50), ROUNDS, inputs,
+                                               _config(name), workdir, name)
+  return server, table, metrics, engine
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))

@@ -9,7 +9,6 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 

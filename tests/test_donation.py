@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_sharp.algorithms.registry import ALGORITHMS, build_algorithm
+from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core import donation
 from fedjax_sharp.core.algorithm import RoundInfo
@@ -27,10 +27,9 @@ from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.training import minimax_experiment
 from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
-from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 
-from algo_helpers import apply_fn, init_params, make_problem, tmap
+from algo_helpers import apply_fn, init_params, make_problem, run_donating_rounds, tmap
 
 VMAP = ExecutionConfig("vmap", local_loop="rolled")
 
@@ -47,41 +46,17 @@ def _minimax(name):
   return config, exp.algorithm, exp.init_params, exp.train_data, exp.sampler
 
 
-def _pointers(tree):
-  return [p for leaf in jax.tree.leaves(tree) for p in donation.buffer_ids(leaf)]
-
-
 @pytest.mark.parametrize("name", list(MINIMAX_ALGORITHMS))
 def test_every_minimax_algorithm_runs_donating_rounds_and_never_shares_a_buffer(name, tmp_path):
-  """(Every classification algorithm: tests/test_algorithm_invariants.py, `_run_donating`.)"""
+  """Init, two donating rounds, a checkpoint round trip and a round of the restored state
+  (`algo_helpers.run_donating_rounds`). Every classification algorithm:
+  tests/test_algorithm_invariants.py, `_run_donating`."""
   config, alg, params, data, sampler = _minimax(name)
   engine = RoundEngine(alg, sampler.num_clients, VMAP)
-  assert engine.donate
-  server, table = engine.init(params)
-  # No leaf shares a buffer with another (unsafe_buffer_pointer identity) or with `params`.
-  assert donation.shared_leaves((server, table)) == [], "after init"
-  assert not set(_pointers((server, table))) & set(_pointers(params))
-  for t in range(2):
-    before = jax.tree.leaves(server)
-    cohort = sampler.build(t)
-    info = RoundInfo(jnp.int32(t), jnp.float32(0.05), sampler.num_clients)
-    server, table, metrics = engine.round(server, table, data, cohort, info, jax.random.key(t))
-    jax.block_until_ready((server, table))
-    # The CPU donated the inputs (they are gone), as an accelerator does.
-    assert all(leaf.is_deleted() for leaf in before if isinstance(leaf, jax.Array)), t
-    assert donation.shared_leaves((server, table)) == [], f"after round {t}"
-    assert np.isfinite(float(metrics["loss_sum"]))
-  # The caller's parameters survive the donating rounds.
-  assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(params))
-  expected = jax.device_get((server, table))
-  checkpoints.save(str(tmp_path), config, 2, server, table, 0)
-  restored = checkpoints.restore(str(tmp_path), config, server, table)
-  server, table = engine.unalias(restored[1], restored[2])
-  assert donation.shared_leaves((server, table)) == [], "after a checkpoint restore"
-  tmap(np.testing.assert_array_equal, jax.device_get((server, table)), expected)
-  # And the restored state can be donated again.
-  info = RoundInfo(jnp.int32(2), jnp.float32(0.05), sampler.num_clients)
-  engine.round(server, table, data, sampler.build(2), info, jax.random.key(2))
+  inputs = lambda t: (data, sampler.build(t),
+                      RoundInfo(jnp.int32(t), jnp.float32(0.05), sampler.num_clients),
+                      jax.random.key(t))
+  run_donating_rounds(engine, params, 2, inputs, config, str(tmp_path), name)
 
 
 def _aliasing_fedavg():

@@ -8,7 +8,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 
