@@ -16,7 +16,7 @@ import numpy as np
 import optax
 import pytest
 
-from algo_helpers import override
+from algo_helpers import np_normal as normal, override
 
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.models import cnn, conv, registry, zoo
@@ -34,11 +34,6 @@ def jitted_init(module):
 def init(module, x, key=0):
   """Parameters of `module` for inputs like `x`."""
   return jitted_init(module)(jax.random.key(key), x)["params"]
-
-
-def normal(shape, seed=0):
-  """N(0, 1) float32 drawn with NumPy (each jax.random shape compiles a program)."""
-  return jnp.asarray(np.random.default_rng(seed).normal(size=shape), jnp.float32)
 
 
 def rel_err(a, b) -> float:

@@ -13,6 +13,8 @@ import pytest
 from fedjax_sharp.models import MODELS, count_params, get_model, init_params
 from fedjax_sharp.models import zoo
 
+from algo_helpers import np_normal
+
 
 def abstract_params(model, shape, dtype=jnp.float32):
   return jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, *shape), dtype)))[
@@ -116,7 +118,7 @@ def test_resnet_group_count_is_a_field_and_changes_outputs_not_counts():
   m2, m4 = zoo.ResNetGN(groups=2, **kw), zoo.ResNetGN(groups=4, **kw)
   p = random_params(m2, (8, 8, 3))
   assert count_params(p) == count_params(abstract_params(m4, (8, 8, 3)))
-  x = jax.random.normal(jax.random.key(1), (2, 8, 8, 3))
+  x = np_normal((2, 8, 8, 3), seed=1)
   apply = lambda m: jax.jit(lambda p, x: m.apply({"params": p}, x))
   assert not np.allclose(apply(m2)(p, x), apply(m4)(p, x))
 
@@ -234,7 +236,7 @@ def test_models_are_stateless(name):
 def test_jit_and_vmap_over_a_client_axis_of_parameters(name, shape, kw, check_each):
   model = get_model(name, 3, **kw)
   params = random_params(model, shape, clients=2)                    # leading client axis
-  x = jax.random.normal(jax.random.key(1), (4, *shape))
+  x = np_normal((4, *shape), seed=1)
   apply = lambda p, x: model.apply({"params": p}, x)
   out = jax.jit(jax.vmap(apply, in_axes=(0, None)))(params, x)
   assert out.shape == (2, 4, 3) and bool(jnp.all(jnp.isfinite(out)))
@@ -353,7 +355,7 @@ def np_vit(params, x_nchw, patches_per_side, heads):
 
 def test_vit_forward_matches_the_authors_code_transcribed():
   model = zoo.ViTSmall(num_classes=3, patch_size=2, width=16, depth=2, heads=4, mlp_dim=24)
-  x = np.asarray(jax.random.normal(jax.random.key(2), (2, 8, 8, 3)))
+  x = np.asarray(np_normal((2, 8, 8, 3), seed=2))
   params = random_params(model, (8, 8, 3))
   ours = jax.jit(lambda p, x: model.apply({"params": p}, x))(params, jnp.asarray(x))
   ref = np_vit(params, x.transpose(0, 3, 1, 2).astype(np.float64), patches_per_side=4, heads=4)

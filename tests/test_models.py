@@ -7,6 +7,8 @@ import pytest
 
 from fedjax_sharp.models import count_params, get_model, in_pieces, init_params, max_pool_2x2
 
+from algo_helpers import np_normal
+
 
 @pytest.mark.parametrize("name,shape,expected", [
     # conv1 5*5*1*32+32 + conv2 5*5*32*64+64 + fc1 (7*7*64)*512+512 + fc2 512*10+10
@@ -27,7 +29,7 @@ def test_parameter_counts_match_the_papers_architectures(name, shape, expected):
 
 
 def test_max_pool_2x2_equals_flax_max_pool_values_and_gradients():
-  x = jax.random.normal(jax.random.key(1), (2, 6, 8, 3))
+  x = np_normal((2, 6, 8, 3), seed=1)
   ours = lambda x: max_pool_2x2(x)
   ref = lambda x: nn.max_pool(x, (2, 2), strides=(2, 2))
   np.testing.assert_array_equal(ours(x), ref(x))
@@ -65,7 +67,7 @@ def test_in_pieces_is_the_same_function_on_smaller_model_calls():
   params = init_params(model, jax.random.key(0), (28, 28, 1))
   whole = lambda p, x: model.apply({"params": p}, x)
   pieces = in_pieces(counting(whole), 4)
-  x = jax.random.normal(jax.random.key(1), (9, 28, 28, 1))
+  x = np_normal((9, 28, 28, 1), seed=1)
   y = jnp.arange(9) % 10
   mask = jnp.array([1, 1, 1, 1, 1, 1, 1, 0, 0], jnp.float32)   # padded examples, as in training
 
