@@ -22,11 +22,17 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
 # workers and the subprocesses they start, compiles with them (BUILD_NOTES "Test suite time",
 # with the measurements). The programs are the same; only XLA's CPU code generation differs.
 # The models' init program keeps its own compile options (`models.registry.init_params` pins
-# them), so initial parameters are the same bits as in a user's run. Set the flag in XLA_FLAGS
-# beforehand to choose otherwise.
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_cpu_use_fusion_emitters=false").strip()
+# them), so initial parameters are the same bits as in a user's run.
+#
+# And each program's LLVM code generation runs in one piece: XLA splits a CPU program into
+# parts compiled on several threads, which is faster for one process on idle cores but costs
+# CPU time, and the suite's xdist workers keep every core busy (the same bits; a tiny round's
+# compile 24% faster with two processes on two cores: BUILD_NOTES "Test suite time").
+# Set either flag in XLA_FLAGS beforehand to choose otherwise.
+for _flag, _value in (("xla_cpu_use_fusion_emitters", "false"),
+                      ("xla_cpu_parallel_codegen_split_count", "1")):
+  if _flag not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_flag}={_value}".strip()
 
 import jax
 import jax.numpy as jnp
