@@ -79,8 +79,8 @@ def test_in_pieces_is_the_same_function_on_smaller_model_calls():
 
   # Each side compiled (one program each, not hundreds of eager operations); the piece sizes
   # are recorded while `pieces` is traced.
-  np.testing.assert_allclose(jax.jit(pieces)(params, x), jax.jit(whole)(params, x), rtol=1e-5,
-                             atol=1e-6)
+  y_whole = jax.jit(whole)(params, x)
+  np.testing.assert_allclose(jax.jit(pieces)(params, x), y_whole, rtol=1e-5, atol=1e-6)
   assert sizes == [4, 4, 1]                      # consecutive pieces, the last one smaller
   g_whole, g_pieces = (jax.jit(jax.grad(loss(whole)))(params),
                        jax.jit(jax.grad(loss(pieces)))(params))
@@ -88,7 +88,7 @@ def test_in_pieces_is_the_same_function_on_smaller_model_calls():
     np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
   # Swapping two pieces' logits would not be the same function: the check above would see it.
   swapped = lambda p, x: jnp.concatenate([whole(p, x[4:8]), whole(p, x[:4]), whole(p, x[8:])])
-  assert not np.allclose(jax.jit(swapped)(params, x), jax.jit(whole)(params, x))
+  assert not np.allclose(jax.jit(swapped)(params, x), y_whole)
   assert in_pieces(whole, 0) is whole and jax.eval_shape(in_pieces(whole, 16), params,
                                                           x).shape == (9, 10)
   with pytest.raises(ValueError, match=r"engine\.micro_batch"):
