@@ -29,6 +29,15 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
 # CPU time, and the suite's xdist workers keep every core busy (the same bits; a tiny round's
 # compile 24% faster with two processes on two cores: BUILD_NOTES "Test suite time").
 # Set either flag in XLA_FLAGS beforehand to choose otherwise.
+#
+# And LLVM's optimisations off (JAX's `jax_disable_most_optimizations`: LLVM at level 0, no
+# expensive LLVM passes; every XLA HLO pass still runs, so the programs are the same and only
+# their machine code is slower). The suite's programs are tiny and compile-bound: the tests'
+# times 896 -> 730 s, 7 min 40 s -> 6 min 13 s of pytest (BUILD_NOTES "Test suite time"). The
+# tests whose assertion is about a user's machine code, or whose compute outweighs their
+# compile, take the `optimised_compiles` fixture below. JAX_DISABLE_MOST_OPTIMIZATIONS=0
+# beforehand runs the whole suite optimised.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 for _flag, _value in (("xla_cpu_use_fusion_emitters", "false"),
                       ("xla_cpu_parallel_codegen_split_count", "1")):
   if _flag not in os.environ.get("XLA_FLAGS", ""):
@@ -72,6 +81,25 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def tiny():
   return TinyProblem()
+
+
+@pytest.fixture
+def optimised_compiles(monkeypatch):
+  """LLVM's optimisations back on, as in a user's run, for a test and the processes it starts:
+  the tests whose assertion is about the machine code a user gets (bits pinned against XLA's
+  defaults, the XLA CPU miscompile, an exact zero), and the benchmarks and the real-data run,
+  whose compute outweighs their compile. The programs compiled in memory are dropped before and
+  after, so that none is shared with the other tests of the worker (the persistent cache's keys
+  hold the options)."""
+  monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
+  before = jax.config.values["jax_disable_most_optimizations"]
+  jax.config.update("jax_disable_most_optimizations", False)
+  jax.clear_caches()
+  try:
+    yield
+  finally:
+    jax.config.update("jax_disable_most_optimizations", before)
+    jax.clear_caches()
 
 
 # Scheduling over the xdist workers (`make test` runs `--dist loadgroup`):

@@ -10,6 +10,7 @@ import cli_runner
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.usefixtures("optimised_compiles")   # compute-bound
 def test_accelerator_benchmark_runs_small_on_cpu():
   proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "accelerator.py"),
                          "--small"], env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,
@@ -27,6 +28,7 @@ def test_accelerator_benchmark_runs_small_on_cpu():
   assert names[-1].startswith("sweep 3 seeds x 2 algorithms")
 
 
+@pytest.mark.usefixtures("optimised_compiles")   # bits against XLA's defaults
 def test_init_compile_pin_keeps_the_initial_parameters(capsys):
   """benchmarks/init_compile.py: the options `init_params` pins on a CPU give the bits of XLA's
   default options (the whole zoo's rows are in results/benchmarks/init_compile_cpu.txt)."""
@@ -87,6 +89,7 @@ def test_vs_torch_benchmark_runs_small():
     assert "torch is not installed" in proc.stdout
 
 
+@pytest.mark.usefixtures("optimised_compiles")   # compute-bound
 def test_analysis_benchmark_runs_small():
   proc = cli_runner.run([sys.executable, os.path.join(ROOT, "benchmarks", "analysis.py"),
                          "--data=digits", "--examples=64", "--batch=32", "--reverse_batch=16",

@@ -38,6 +38,7 @@ def test_cli_rejects_an_unknown_algorithm(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")),
                     reason="needs Debian's dataset-fashion-mnist (installed by .ci/run)")
+@pytest.mark.usefixtures("optimised_compiles")   # compute-bound
 def test_fedavg_mcmahan_cnn_learns_fashion_mnist():
   """configs/fashion_mnist_cnn.py as shipped, 3 rounds of 5 clients instead of 50 of 10 (-> 89.2%,
   BUILD_NOTES.md): 73.1% on the first 2,000 test images (74.9% with 10 clients a round, 15 s more
