@@ -197,9 +197,16 @@ def check_matmul_equals_xla(make, shape):
   assert not np.allclose(some[0], some[1])
 
 
+# VGG-11-GN's first layer (conv+bias -> GroupNorm -> relu -> max pool) meets XLA's CPU
+# miscompile (below) when compiled without LLVM's optimisations, the suite's default
+# (tests/conftest.py): its first conv's bias gradients 31% apart. It compiles as a user's run does.
+USERS_CODEGEN = ("vgg11_gn",)
+
+
 @pytest.mark.parametrize("name", sorted(MODEL_CASES))
-@pytest.mark.usefixtures("optimised_compiles")   # XLA's CPU miscompile moves with LLVM's level
-def test_matmul_equals_xla_under_vmap_over_clients(name):
+def test_matmul_equals_xla_under_vmap_over_clients(name, request):
+  if name in USERS_CODEGEN:
+    request.getfixturevalue("optimised_compiles")
   make, shape = MODEL_CASES[name]
   check_matmul_equals_xla(make, shape)
 
