@@ -121,9 +121,13 @@ def run_donating_rounds(engine, params, num_rounds, round_inputs, config, workdi
     assert np.isfinite(float(metrics["loss_sum"])), (label, t)
   assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(params)), label
   expected = jax.device_get((server, table))
+  committed = [leaf.committed for leaf in jax.tree.leaves((server, table))]
   checkpoints.save(workdir, config, num_rounds, server, table, 0)
   restored = checkpoints.restore(workdir, config, server, table)
   server, table = engine.unalias(restored[1], restored[2])
+  # Committed to a device as the rounds' outputs were (jit compiles a program per commitment):
+  # the round after a restore runs the program the rounds before it compiled.
+  assert [leaf.committed for leaf in jax.tree.leaves((server, table))] == committed, label
   assert donation.shared_leaves((server, table)) == [], f"{label}: after a checkpoint restore"
   tmap(np.testing.assert_array_equal, jax.device_get((server, table)), expected)
   engine.round(server, table, *round_inputs(num_rounds))   # the restored state donated again

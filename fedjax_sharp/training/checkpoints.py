@@ -158,13 +158,25 @@ def _restore_args(template):
   """Orbax restore arguments for `template`: its own shardings in a single-process run; in a
   multi-process one, global arrays keep theirs and every other leaf comes back to the host."""
   if jax.process_count() == 1:
-    return ocp.checkpoint_utils.construct_restore_args(template)
+    return jax.tree.map(lambda x, a: ocp.RestoreArgs(restore_type=np.ndarray)
+                        if _uncommitted(x) else a,
+                        template, ocp.checkpoint_utils.construct_restore_args(template))
 
   def arg(x):
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
       return ocp.ArrayRestoreArgs(sharding=x.sharding, global_shape=x.shape, dtype=x.dtype)
     return ocp.RestoreArgs(restore_type=np.ndarray)
   return jax.tree.map(arg, template)
+
+
+def _uncommitted(x) -> bool:
+  """An array of the running state that no device was named for (what the engine's init and
+  rounds make on one device). It comes back from a checkpoint the same way, through host
+  memory: orbax would place it on its device, committed, and jit keys its programs on
+  commitment, so the first round after a restore would compile the round program again in the
+  same process (and miss a persistent compilation cache written by the run before)."""
+  return (isinstance(x, jax.Array) and not getattr(x, "committed", True)
+          and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key))
 
 
 def _agreed_step(step: int | None) -> int | None:
@@ -220,6 +232,7 @@ def restore(workdir: str, config, server_state, client_table):
     raise WorkdirError(f"checkpoint {path} cannot be read ({type(e).__name__}: "
                        f"{str(e).splitlines()[0][:200] if str(e) else ''}); delete it to resume "
                        f"from an older one, or use --config.resume=False to start over") from None
-  state = state["state"]
+  state = jax.tree.map(lambda x, y: jax.device_put(y) if _uncommitted(x) else y,
+                       template, state["state"])
   clients = client_table.load_checkpoint(state["clients"]) if host else state["clients"]
   return (int(meta["next_round"]), state["server"], clients, int(meta["bytes_total"]), meta)
