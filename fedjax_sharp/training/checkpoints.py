@@ -173,8 +173,9 @@ def _uncommitted(x) -> bool:
   """An array of the running state that no device was named for (what the engine's init and
   rounds make on one device). It comes back from a checkpoint the same way, through host
   memory: orbax would place it on its device, committed, and jit keys its programs on
-  commitment, so the first round after a restore would compile the round program again in the
-  same process (and miss a persistent compilation cache written by the run before)."""
+  commitment, so the first round after a restore would compile the round program again in a
+  process that had run rounds before (a resumed process's first round would ask for another
+  program than a fresh run's)."""
   return (isinstance(x, jax.Array) and not getattr(x, "committed", True)
           and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key))
 
