@@ -233,7 +233,9 @@ def restore(workdir: str, config, server_state, client_table):
     raise WorkdirError(f"checkpoint {path} cannot be read ({type(e).__name__}: "
                        f"{str(e).splitlines()[0][:200] if str(e) else ''}); delete it to resume "
                        f"from an older one, or use --config.resume=False to start over") from None
-  state = jax.tree.map(lambda x, y: jax.device_put(y) if _uncommitted(x) else y,
-                       template, state["state"])
+  state = state["state"]
+  if jax.process_count() == 1:   # the leaves `_restore_args` brought to the host: back uncommitted
+    state = jax.tree.map(lambda x, y: jax.device_put(y) if _uncommitted(x) else y,
+                         template, state)
   clients = client_table.load_checkpoint(state["clients"]) if host else state["clients"]
   return (int(meta["next_round"]), state["server"], clients, int(meta["bytes_total"]), meta)
