@@ -62,7 +62,28 @@ def op_summary(hlo: str) -> dict:
       else:
         dot_batches["none"] += 1
   return {"convolution": counts["convolution"], "conv groups": dict(groups),
-          "dot": counts["dot"], "dot batch dims": dict(dot_batches), "while": counts["while"]}
+          "dot": counts["dot"], "dot batch dims": dict(dot_batches), "while": counts["while"],
+          "library": library_ops(hlo)}
+
+
+_CALLS = re.compile(r"calls=(%[\w.\-]+)")
+_HEADER = re.compile(r"^(?:ENTRY )?(%[\w.\-]+) ")
+
+
+def library_ops(hlo: str) -> dict:
+  """Convolutions and dots that XLA's CPU backend hands to the YNNPACK library (inside
+  `__ynn_fusion` fusions), by kind; the library's programs keep convolutions out of it
+  (`backends.compiler_options`)."""
+  called = {m.group(1) for line in hlo.splitlines() if '"__ynn_fusion"' in line
+            for m in [_CALLS.search(line)] if m}
+  counts, inside = collections.Counter(), False
+  for line in hlo.splitlines():
+    header = _HEADER.match(line)
+    if header:
+      inside = header.group(1) in called
+    elif inside and (m := _OP.search(line)) and m.group(1) != "while":
+      counts[m.group(1)] += 1
+  return dict(counts)
 
 
 def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: int, shape):
@@ -91,8 +112,8 @@ def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: 
   cohorts = tree.stack([s.build(0) for s in samplers])
   keys = jnp.stack([jax.random.key(s) for s in range(experiments)])
   rates = jnp.full((experiments,), 0.01, jnp.float32)
-  sweep = RoundEngine._jit_sweep.lower(engine, servers, tables, data, cohorts, jnp.int32(0),  # pylint: disable=protected-access
-                                       rates, keys, {}).compile(_compile_options()).as_text()
+  sweep = engine._jit_sweep.lower(servers, tables, data, cohorts, jnp.int32(0), rates, keys,  # pylint: disable=protected-access
+                                  {}).compile(_compile_options()).as_text()
   return one, sweep
 
 
@@ -108,15 +129,17 @@ def main(argv=None):
   print(f"backend: {jax.default_backend()}, jax {jax.__version__}; FedAvg, McMahan CNN "
         f"{args.input}, vmap/rolled, C = {args.clients} clients, S = {args.experiments} "
         f"experiments (sweep_round)\n")
-  print("| program | conv_impl | convolutions (groups) | dots (batch dims) | while loops |")
-  print("|---|---|---|---|---|", flush=True)
+  print("| program | conv_impl | convolutions (groups) | dots (batch dims) | while loops | in "
+        "YNNPACK |")
+  print("|---|---|---|---|---|---|", flush=True)
   for conv_impl in ("xla", "matmul"):
     one, sweep = programs(conv_impl, args.experiments, args.clients, args.steps, args.batch,
                           shape)
     for label, hlo in (("round", one), (f"sweep_round S={args.experiments}", sweep)):
       s = op_summary(hlo)
       print(f"| {label} | {conv_impl} | {s['convolution']} {s['conv groups'] or ''} | "
-            f"{s['dot']} {s['dot batch dims']} | {s['while']} |", flush=True)
+            f"{s['dot']} {s['dot batch dims']} | {s['while']} | {s['library'] or '-'} |",
+            flush=True)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp.core import backends
+
 
 def per_class_accuracy(apply_fn: Callable, params, x: np.ndarray, y: np.ndarray,
                        num_classes: int, batch_size: int = 1000,
                        preprocess: Callable | None = None) -> np.ndarray:
   """Test accuracy of each class ([C]; NaN for a class with no test example)."""
-  @jax.jit
+  @backends.jit
   def predict(p, xb):
     xb = preprocess(xb, jax.random.key(0)) if preprocess is not None else xb
     return jnp.argmax(apply_fn(p, xb), axis=-1)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 import numpy as np
 
-from fedjax_sharp.core import losses
+from fedjax_sharp.core import backends, losses
 
 METHODS = ("power", "lanczos")
 
@@ -121,7 +121,7 @@ def dataset_hvp(loss_fn: Callable, params, batches: Sequence[dict],
   batches = micro_batches(batches, default_reverse_batch(reverse_batch))
   used = [(b, w) for b, w in zip(batches, batch_weights(batches, "the Hessian")) if w > 0]
 
-  @jax.jit
+  @backends.jit
   def batch_hvp(flat_params, v, batch):
     f = lambda p: loss_fn(unravel(p), batch)
     return jax.jvp(jax.grad(f), (flat_params,), (v,))[1]

@@ -21,7 +21,7 @@ import numpy as np
 
 from fedjax_sharp.analysis.hessian import (batch_weights, default_chunk, default_reverse_batch,
                                            micro_batches)
-from fedjax_sharp.core import losses, tree
+from fedjax_sharp.core import backends, losses, tree
 
 
 def cross_entropy_loss(apply_fn: Callable) -> Callable:
@@ -36,7 +36,7 @@ def dataset_loss_and_grad(loss_fn: Callable, params, batches: Sequence[dict],
   """(loss, gradient pytree) of the example-weighted dataset loss, the gradient taken on pieces
   of `reverse_batch` examples (`hessian.default_reverse_batch`)."""
   batches = micro_batches(batches, default_reverse_batch(reverse_batch))
-  value_and_grad = jax.jit(jax.value_and_grad(loss_fn))
+  value_and_grad = backends.jit(jax.value_and_grad(loss_fn))
   loss, grad = 0.0, tree.zeros_like(params)
   for batch, w in zip(batches, batch_weights(batches)):
     if w == 0:
@@ -47,7 +47,7 @@ def dataset_loss_and_grad(loss_fn: Callable, params, batches: Sequence[dict],
 
 
 def dataset_loss(loss_fn: Callable, params, batches: Sequence[dict]) -> float:
-  value = jax.jit(loss_fn)
+  value = backends.jit(loss_fn)
   return float(sum(w * value(params, b) for b, w in zip(batches, batch_weights(batches)) if w))
 
 
@@ -89,7 +89,7 @@ def hutchinson_trace(loss_fn: Callable, params, batches: Sequence[dict], num_pro
 
   chunk = default_chunk(chunk)
 
-  @jax.jit
+  @backends.jit
   def quad_forms(flat_params, vs, batch):   # v^T H_batch v for a chunk of probes
     f = lambda p: loss_fn(unravel(p), batch)
     slope = lambda p, v: jax.jvp(f, (p,), (v,))[1]                    # v . grad f(p)

@@ -144,15 +144,18 @@ class RoundEngine:
     # keep_unused: a donated leaf the round never reads (a statistic it only writes, FedGF's
     # D_t) stays an argument, so it is consumed and its buffer reused like every other leaf
     # (jit would otherwise drop it and keep the old buffer alive beside the new one).
-    self._jit_round = jax.jit(self._counted("round", self._round), donate_argnums=donated,
-                              keep_unused=self.donate)
+    jit = backends.jit   # on a CPU, XLA's own convolutions (backends.compiler_options)
+    self._jit_round = jit(self._counted("round", self._round), donate_argnums=donated,
+                          keep_unused=self.donate)
     # The pieces of the 'host' strategy.
-    self._jit_prepare = jax.jit(self._counted("prepare", self._prepare))
-    self._jit_client_start = jax.jit(self._counted("client_start", self._client_start))
-    self._jit_steps = jax.jit(self._counted("steps", self._run_steps))
-    self._jit_client_end = jax.jit(self._counted("client_end", self.algorithm.client_finalize))
-    self._jit_finish = jax.jit(self._counted("finish", self._finish), donate_argnums=donated,
-                               keep_unused=self.donate)
+    self._jit_prepare = jit(self._counted("prepare", self._prepare))
+    self._jit_client_start = jit(self._counted("client_start", self._client_start))
+    self._jit_steps = jit(self._counted("steps", self._run_steps))
+    self._jit_client_end = jit(self._counted("client_end", self.algorithm.client_finalize))
+    self._jit_finish = jit(self._counted("finish", self._finish), donate_argnums=donated,
+                           keep_unused=self.donate)
+    self._jit_sweep = jit(self._sweep)
+    self._jit_repeat = jit(self._repeat, static_argnums=(5,))
     # The devices the 'host' strategy spreads clients over (the first holds the state).
     self.host_devices = (backends.host_devices(self.execution.host_devices)
                          if self.execution.client_strategy == "host" else jax.local_devices()[:1])
@@ -286,9 +289,8 @@ class RoundEngine:
     return self._jit_sweep(server_states, client_tables, data, cohorts, jnp.int32(round_idx),
                            learning_rates, keys, hparams)
 
-  @functools.partial(jax.jit, static_argnums=(0,))
-  def _jit_sweep(self, server_states, client_tables, data, cohorts, round_idx, learning_rates,
-                 keys, hparams):
+  def _sweep(self, server_states, client_tables, data, cohorts, round_idx, learning_rates, keys,
+             hparams):
     self.trace_counts["sweep"] += 1
 
     def one(server_state, client_table, cohort, learning_rate, key, values):
@@ -319,9 +321,8 @@ class RoundEngine:
                             int(num_rounds), jnp.float32(learning_rate), key,
                             as_arrays(self.algorithm.hparams))
 
-  @functools.partial(jax.jit, static_argnums=(0, 6))
-  def _jit_repeat(self, server_state, client_table, data, cohort, first_round, num_rounds,
-                  learning_rate, key, hparams):
+  def _repeat(self, server_state, client_table, data, cohort, first_round, num_rounds,
+              learning_rate, key, hparams):
     self.trace_counts["repeat"] += 1
 
     def one(carry, t):

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from fedjax_sharp.core import backends
 from fedjax_sharp.core.engine import TrainData
 from fedjax_sharp.minimax import projections
 from fedjax_sharp.minimax.tasks import MinimaxTask
@@ -69,7 +70,7 @@ def fair_classification(dataset, client_indices, apply_fn, init_model_params, *,
   x_test, y_test = dataset.x_test, dataset.y_test
   eval_pre = preprocess or (lambda xb, key: xb.astype(jnp.float32))
 
-  @jax.jit
+  @backends.jit
   def batch_correct(model_params, xb, yb):
     pred = jnp.argmax(apply_fn(model_params, eval_pre(xb, jax.random.key(0))), -1)
     return jnp.stack([jnp.sum((pred == yb) & (yb == c)) for c in range(num_classes)])

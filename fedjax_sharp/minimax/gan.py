@@ -27,6 +27,7 @@ import optax
 
 from fedjax_sharp import fileio
 from fedjax_sharp import models as models_lib
+from fedjax_sharp.core import backends
 from fedjax_sharp.core.engine import TrainData
 from fedjax_sharp.minimax import projections
 from fedjax_sharp.minimax.tasks import MinimaxTask
@@ -118,7 +119,7 @@ def feature_classifier(dataset, cache_path: str, epochs: int = 2, batch_size: in
     tx = optax.adam(1e-3)
     opt_state = tx.init(params)
 
-    @jax.jit
+    @backends.jit
     def step(params, opt_state, xb, yb):
       def loss(p):
         logits = model.apply({"params": p}, to_unit_range(xb))
@@ -134,7 +135,7 @@ def feature_classifier(dataset, cache_path: str, epochs: int = 2, batch_size: in
         idx = order[start:start + batch_size]
         params, opt_state = step(params, opt_state, jnp.asarray(x_train[idx]),
                                  jnp.asarray(dataset.y_train[idx]))
-    predict = jax.jit(lambda p, xb: jnp.argmax(model.apply({"params": p}, to_unit_range(xb)), -1))
+    predict = backends.jit(lambda p, xb: jnp.argmax(model.apply({"params": p}, to_unit_range(xb)), -1))
     correct = sum(int(jnp.sum(predict(params, jnp.asarray(dataset.x_test[s:s + 1000]))
                               == jnp.asarray(dataset.y_test[s:s + 1000])))
                   for s in range(0, len(dataset.y_test), 1000))
@@ -142,7 +143,7 @@ def feature_classifier(dataset, cache_path: str, epochs: int = 2, batch_size: in
     if cache_path:
       fileio.atomic_write_bytes(cache_path, flax.serialization.to_bytes(
           {"params": params, "test_accuracy": accuracy}))
-  features = jax.jit(lambda xb: model.apply({"params": params}, xb, features=True))
+  features = backends.jit(lambda xb: model.apply({"params": params}, xb, features=True))
   return features, accuracy
 
 
@@ -183,7 +184,7 @@ def gan_task(dataset, client_indices, *, cache_path: str = "", fd_samples: int =
       dataset.x_test[s:s + 1000])))) for s in range(0, len(dataset.y_test), 1000)])
   mu_real, cov_real = real.mean(0), np.cov(real, rowvar=False)
   noise = jax.random.normal(jax.random.key(seed + 12345), (fd_samples, gen.latent_dim))
-  generate = jax.jit(lambda g_params, z: gen.apply({"params": g_params}, z))
+  generate = backends.jit(lambda g_params, z: gen.apply({"params": g_params}, z))
 
   def samples(params, n=None):
     z = noise if n is None else noise[:n]

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
-from fedjax_sharp.core import feeding, losses, privacy
+from fedjax_sharp.core import backends, feeding, losses, privacy
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
@@ -118,7 +118,7 @@ def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
   if np.ndim(y_test) > 1:
     return _token_evaluator(apply_fn, xs, ys, ms, preprocess, key)
 
-  @jax.jit
+  @backends.jit
   def batch_stats(params, x, y, m):
     logits = apply_fn(params, preprocess(x, key))
     ce = jax.nn.log_softmax(logits) [jnp.arange(y.shape[0]), y]
@@ -136,7 +136,7 @@ def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):
 
 def _token_evaluator(apply_fn, xs, ys, ms, preprocess, key):
   """`make_evaluator` for per-token targets: sums over the batches, then the two token means."""
-  @jax.jit
+  @backends.jit
   def batch_stats(params, x, y, m):
     logits = apply_fn(params, preprocess(x, key))
     n_loss = losses.loss_count(y, m)
