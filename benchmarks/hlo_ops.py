@@ -68,12 +68,13 @@ def op_summary(hlo: str) -> dict:
 
 _CALLS = re.compile(r"calls=(%[\w.\-]+)")
 _HEADER = re.compile(r"^(?:ENTRY )?(%[\w.\-]+) ")
+_LIBRARY_OP = re.compile(r"=.*?\s(convolution|dot|reduce)\(")
 
 
 def library_ops(hlo: str) -> dict:
-  """Convolutions and dots that XLA's CPU backend hands to the YNNPACK library (inside
-  `__ynn_fusion` fusions), by kind; the library's programs keep convolutions out of it
-  (`backends.compiler_options`)."""
+  """Convolutions, dots and reductions that XLA's CPU backend hands to the YNNPACK library
+  (inside `__ynn_fusion` fusions), by kind; the library's programs keep convolutions and
+  reductions out of it (`backends.compiler_options`)."""
   called = {m.group(1) for line in hlo.splitlines() if '"__ynn_fusion"' in line
             for m in [_CALLS.search(line)] if m}
   counts, inside = collections.Counter(), False
@@ -81,7 +82,7 @@ def library_ops(hlo: str) -> dict:
     header = _HEADER.match(line)
     if header:
       inside = header.group(1) in called
-    elif inside and (m := _OP.search(line)) and m.group(1) != "while":
+    elif inside and (m := _LIBRARY_OP.search(line)):
       counts[m.group(1)] += 1
   return dict(counts)
 

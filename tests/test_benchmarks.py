@@ -6,6 +6,7 @@ import sys
 import pytest
 
 import cli_runner
+from fedjax_sharp.core import backends
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,9 +72,22 @@ def test_hlo_ops_sweep_meets_the_client_axis_in_one_op(capsys):
   assert "feature_groups=6" in rows[("sweep_round S=2", "xla")]
   assert rows[("sweep_round S=2", "matmul")].split("|")[3].strip() == "0"   # no convolution
   assert "'2x3'" in rows[("sweep_round S=2", "matmul")]
-  # On a CPU the engine's programs keep their convolutions out of YNNPACK (backends.jit).
+  # On a CPU the engine's programs keep convolutions and reductions out of YNNPACK (backends.jit).
   for program in ("round", "sweep_round S=2"):
-    assert "convolution" not in rows[(program, "xla")].split("|")[6]
+    assert rows[(program, "xla")].split("|")[6].strip() in ("{'dot': 4}", "-")
+
+
+def test_cpu_library_fusions_benchmark_times_every_choice(capsys):
+  """benchmarks/cpu_library_fusions.py: the step and the aggregation under each choice of what
+  XLA's CPU backend hands to YNNPACK (the library's: dot products only)."""
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  import cpu_library_fusions  # pylint: disable=g-import-not-at-top
+  rows = cpu_library_fusions.main(["--small"])
+  assert list(rows) == list(cpu_library_fusions.CHOICES)
+  assert all(step > 0 and agg > 0 for step, agg in rows.values())
+  assert "| dots (the library's) |" in capsys.readouterr().out
+  library = cpu_library_fusions.CHOICES["dots (the library's)"]
+  assert backends.CPU_COMPILER_OPTIONS == {"xla_cpu_experimental_ynn_fusion_type": library}
 
 
 def test_vs_torch_benchmark_runs_small():

@@ -1,7 +1,7 @@
 """How the library's programs are compiled on a CPU (`backends.compiler_options`, `backends.jit`):
-convolutions by XLA's own emitter instead of the YNNPACK library, where they ran 1.5x slower
-(docs/performance.md); called inside another trace, the same functions compile with the
-enclosing program's options."""
+convolutions and reductions by XLA's own emitters instead of the YNNPACK library, where they ran
+up to 1.5x and 5x slower (docs/performance.md); called inside another trace, the same functions
+compile with the enclosing program's options."""
 import os
 import sys
 
@@ -13,7 +13,7 @@ import pytest
 
 from algo_helpers import apply_fn
 from fedjax_sharp.algorithms import fed_avg, local_sgd
-from fedjax_sharp.core import ExecutionConfig, RoundEngine, backends
+from fedjax_sharp.core import ExecutionConfig, RoundEngine, backends, tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -45,7 +45,11 @@ def test_jit_keeps_convolutions_out_of_ynnpack_and_nests_in_other_traces():
   grad = jax.grad(conv_relu_sum, argnums=1)
   tuned = backends.jit(grad)
   hlo = tuned.lower(x, k).compile().as_text()
-  assert "convolution(" in hlo and "convolution" not in hlo_ops.library_ops(hlo)
+  assert "convolution(" in hlo and hlo_ops.library_ops(hlo) == {}   # defaults: 2 convolutions
+  # The aggregation's weighted sum over clients (XLA's defaults: a YNNPACK reduction).
+  updates, weights = jnp.ones((4, 64, 512)), jnp.arange(4.0)
+  hlo = backends.jit(tree.weighted_sum).lower(updates, weights).compile().as_text()
+  assert "reduce(" in hlo and hlo_ops.library_ops(hlo) == {}
   want = jax.jit(grad)(x, k)                       # XLA's defaults
   close = lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.max(np.abs(b)))
   close(tuned(x, k), want)                          # float rounding apart (float64: both 2e-7)

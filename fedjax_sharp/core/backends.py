@@ -138,12 +138,12 @@ def use_cpu_devices(count: int | None = None) -> int:
 
 
 # How the library's programs are compiled on a CPU (`compiler_options`): XLA's CPU backend (jax
-# 0.10) hands convolutions, dot products and reductions to the YNNPACK kernel library; its
-# convolutions run slower than XLA's own (Eigen) ones on the McMahan CNN's shapes: a local step
-# of batch 50 on 32x32x3, 56.8 -> 35.6 ms on 2 cores, the CIFAR-10 FedAvg round 1.51x -> 1.09x
-# a PyTorch loop's, ResNet-18 GN 2.99 -> 2.36 s, LeNet-5 0.50 -> 0.26 s (docs/performance.md).
-# Dots and reductions stay with YNNPACK (faster there than without it). Only convolutions move.
-CPU_LIBRARY_FUSIONS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"
+# 0.10) hands convolutions, dot products and reductions to the YNNPACK kernel library. Its
+# convolutions and its reductions over the client axis run slower there than XLA's own: a McMahan
+# CNN local step (batch 50, 32x32x3) 61.6 -> 43.5 ms on 2 cores, FedAvg's aggregation of 50
+# clients' CNNs 688 -> 120 ms (benchmarks/cpu_library_fusions.py); the CIFAR-10 FedAvg round
+# 1.51x -> 1.08x a PyTorch loop's (docs/performance.md). Dot products stay with YNNPACK.
+CPU_LIBRARY_FUSIONS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": CPU_LIBRARY_FUSIONS}
 _probed: dict[str, bool] = {}
 
