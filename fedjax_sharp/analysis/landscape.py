@@ -26,7 +26,7 @@ import numpy as np
 
 from fedjax_sharp import fileio
 from fedjax_sharp.analysis.hessian import batch_weights, default_chunk
-from fedjax_sharp.core import backends, tree
+from fedjax_sharp.core import tree
 
 
 def filter_normalized_direction(key, params):
@@ -52,7 +52,9 @@ def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
   chunk = default_chunk(chunk)
   weights = batch_weights(batches, "the landscape")
 
-  @backends.jit
+  # XLA's default CPU options (not backends.jit): these vmapped forward passes ran 1.35x slower
+  # with the convolutions out of YNNPACK (`benchmarks/analysis.py --parts=landscape --grid=7`).
+  @jax.jit
   def batch_eval(cs, batch):
     def one(c):
       p = point_params(c)

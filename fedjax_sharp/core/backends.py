@@ -150,7 +150,8 @@ _probed: dict[str, bool] = {}
 
 def compiler_options(backend: str | None = None) -> dict[str, str] | None:
   """XLA options for the library's compute programs (the engine's rounds and sweeps, evaluation,
-  the analysis and minimax programs): on a CPU, `CPU_COMPILER_OPTIONS`; None elsewhere.
+  the Hessian, sharpness and minimax programs): on a CPU, `CPU_COMPILER_OPTIONS`; None
+  elsewhere.
 
   None as well where XLA_FLAGS already sets `xla_cpu_experimental_ynn_fusion_type` (the user's
   choice wins), or where this jaxlib does not know the option (probed once with a tiny program;
