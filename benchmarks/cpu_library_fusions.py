@@ -1,5 +1,6 @@
 """Which operations XLA's CPU backend should hand to the YNNPACK library: a local step and an
-aggregation timed under each choice of `xla_cpu_experimental_ynn_fusion_type`.
+aggregation timed under each choice of `xla_cpu_experimental_ynn_fusion_type`
+(`backends.CPU_LIBRARY_FUSION_OPTION`).
 
 XLA's CPU backend (jax 0.10) sends convolutions, dot products and reductions to YNNPACK by
 default. The library compiles its programs with dot products only there
@@ -30,7 +31,7 @@ from fedjax_sharp.models import get_model, init_params
 
 CHOICES = {
     "XLA's defaults": None,
-    "dots (the library's)": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
+    "dots (the library's)": backends.CPU_LIBRARY_FUSIONS,
     "dots + reductions": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE",
     "none": "",
 }
@@ -80,7 +81,7 @@ def main(argv=None):
     return {}
   cases = programs(args.batch, shape, args.clients)
   jitted = {name: [jax.jit(fn, compiler_options=None if value is None else
-                           {"xla_cpu_experimental_ynn_fusion_type": value})
+                           {backends.CPU_LIBRARY_FUSION_OPTION: value})
                    for fn, _ in cases] for name, value in CHOICES.items()}
   for fns in jitted.values():            # compile and warm up
     for fn, (_, fn_args) in zip(fns, cases):

@@ -86,8 +86,9 @@ def test_cpu_library_fusions_benchmark_times_every_choice(capsys):
   assert list(rows) == list(cpu_library_fusions.CHOICES)
   assert all(step > 0 and agg > 0 for step, agg in rows.values())
   assert "| dots (the library's) |" in capsys.readouterr().out
-  library = cpu_library_fusions.CHOICES["dots (the library's)"]
-  assert backends.CPU_COMPILER_OPTIONS == {"xla_cpu_experimental_ynn_fusion_type": library}
+  assert cpu_library_fusions.CHOICES["dots (the library's)"] == backends.CPU_LIBRARY_FUSIONS
+  assert backends.CPU_COMPILER_OPTIONS == {
+      "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 
 
 def test_vs_torch_benchmark_runs_small():

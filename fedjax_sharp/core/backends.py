@@ -143,9 +143,9 @@ def use_cpu_devices(count: int | None = None) -> int:
 # CNN local step (batch 50, 32x32x3) 61.6 -> 43.5 ms on 2 cores, FedAvg's aggregation of 50
 # clients' CNNs 688 -> 120 ms (benchmarks/cpu_library_fusions.py); the CIFAR-10 FedAvg round
 # 1.51x -> 1.08x a PyTorch loop's (docs/performance.md). Dot products stay with YNNPACK.
+CPU_LIBRARY_FUSION_OPTION = "xla_cpu_experimental_ynn_fusion_type"
 CPU_LIBRARY_FUSIONS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
-CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": CPU_LIBRARY_FUSIONS}
-_probed: dict[str, bool] = {}
+CPU_COMPILER_OPTIONS = {CPU_LIBRARY_FUSION_OPTION: CPU_LIBRARY_FUSIONS}
 
 
 def compiler_options(backend: str | None = None) -> dict[str, str] | None:
@@ -160,17 +160,21 @@ def compiler_options(backend: str | None = None) -> dict[str, str] | None:
   `jax.jit(f, compiler_options=backends.compiler_options())`."""
   if kind(backend) != "cpu":
     return None
-  if "xla_cpu_experimental_ynn_fusion_type" in os.environ.get("XLA_FLAGS", ""):
+  if CPU_LIBRARY_FUSION_OPTION in os.environ.get("XLA_FLAGS", ""):
     return None
-  if "cpu" not in _probed:
-    try:
-      jax.jit(lambda x: x + 1, compiler_options=CPU_COMPILER_OPTIONS).lower(
-          jax.ShapeDtypeStruct((), "float32")).compile()
-      _probed["cpu"] = True
-    except Exception as e:  # pylint: disable=broad-except  # an XLA without the option
-      logging.info("XLA CPU compiled with its default library fusions: %s", e)
-      _probed["cpu"] = False
-  return dict(CPU_COMPILER_OPTIONS) if _probed["cpu"] else None
+  return dict(CPU_COMPILER_OPTIONS) if _cpu_accepts_options() else None
+
+
+@functools.cache
+def _cpu_accepts_options() -> bool:
+  """Whether this jaxlib's XLA compiles a tiny program with `CPU_COMPILER_OPTIONS` (once)."""
+  try:
+    jax.jit(lambda x: x + 1, compiler_options=CPU_COMPILER_OPTIONS).lower(
+        jax.ShapeDtypeStruct((), "float32")).compile()
+    return True
+  except Exception as e:  # pylint: disable=broad-except  # an XLA without the option
+    logging.info("XLA CPU compiled with its default library fusions: %s", e)
+    return False
 
 
 def jit(fun, **kwargs):

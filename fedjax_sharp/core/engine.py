@@ -144,7 +144,7 @@ class RoundEngine:
     # keep_unused: a donated leaf the round never reads (a statistic it only writes, FedGF's
     # D_t) stays an argument, so it is consumed and its buffer reused like every other leaf
     # (jit would otherwise drop it and keep the old buffer alive beside the new one).
-    jit = backends.jit   # on a CPU, XLA's own convolutions (backends.compiler_options)
+    jit = backends.jit   # on a CPU, YNNPACK for dot products only (backends.compiler_options)
     self._jit_round = jit(self._counted("round", self._round), donate_argnums=donated,
                           keep_unused=self.donate)
     # The pieces of the 'host' strategy.

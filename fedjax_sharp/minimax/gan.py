@@ -135,7 +135,8 @@ def feature_classifier(dataset, cache_path: str, epochs: int = 2, batch_size: in
         idx = order[start:start + batch_size]
         params, opt_state = step(params, opt_state, jnp.asarray(x_train[idx]),
                                  jnp.asarray(dataset.y_train[idx]))
-    predict = backends.jit(lambda p, xb: jnp.argmax(model.apply({"params": p}, to_unit_range(xb)), -1))
+    predict = backends.jit(
+        lambda p, xb: jnp.argmax(model.apply({"params": p}, to_unit_range(xb)), -1))
     correct = sum(int(jnp.sum(predict(params, jnp.asarray(dataset.x_test[s:s + 1000]))
                               == jnp.asarray(dataset.y_test[s:s + 1000])))
                   for s in range(0, len(dataset.y_test), 1000))
