@@ -313,6 +313,53 @@ def test_skipping_padding_steps_and_sorting_clients_change_no_result(tiny, clien
     np.testing.assert_allclose(m[k], ref_m[k], rtol=1e-5)
 
 
+class _HoledSampler:
+  """A sampler's plans with a padding step after every step: real steps are no longer the
+  first of each client's plan (the sampler's own plans always have them first)."""
+
+  def __init__(self, sampler):
+    self.sampler = sampler
+
+  def build(self, t, client_ids=None, pad_to=None):
+    cohort = self.sampler.build(t, client_ids=client_ids, pad_to=pad_to)
+
+    def holed(a):
+      a = np.asarray(a)
+      out = np.zeros((a.shape[0], 2 * a.shape[1], *a.shape[2:]), a.dtype)
+      out[:, ::2] = a
+      return out
+    return dataclasses.replace(cohort, batch_idx=holed(cohort.batch_idx),
+                               example_mask=holed(cohort.example_mask),
+                               step_mask=holed(cohort.step_mask))
+
+
+@pytest.mark.parametrize("client_strategy", ["map", "vmap", "host"])
+def test_real_steps_between_padding_steps(tiny, client_strategy):
+  """Plans whose real steps are not all first give the round of the sampler's plans: the rolled
+  loop (skip_padding) runs only each client's real steps, without the select that keeps a
+  masked step's carry in the other loops ('partial' here), and 'host' skips only chunks of
+  padding steps."""
+  from fedjax_sharp.algorithms.fed_dyn import fed_dyn
+  alg = fed_dyn(tiny.apply, local_sgd(MOM, WD), alpha=0.1)
+  sampler = CohortSampler(tiny.client_indices, 4, 2, local_epochs=1, seed=4)
+  if "holes" not in _REFERENCE:   # the plans without holes, the unrolled steps: once per worker
+    _REFERENCE["holes"] = _run(tiny, alg, sampler, 2, REFERENCE_EXECUTION)
+  ref_server, ref_table, ref_m, _ = _REFERENCE["holes"]
+  holed = _HoledSampler(sampler)
+  assert not all(np.all(np.diff(np.asarray(m, int)) <= 0) for m in holed.build(0).step_mask)
+  loops = ((ExecutionConfig("host", local_loop="unrolled", host_chunk=1),
+            ExecutionConfig("host", local_loop="unrolled", host_chunk=3))
+           if client_strategy == "host" else
+           (ExecutionConfig(client_strategy, local_loop="rolled"),
+            ExecutionConfig(client_strategy, local_loop="partial", unroll=2)))
+  for execution in loops:
+    server, table, m, _ = _run(tiny, alg, holed, 2, execution)
+    assert _max_diff(server, ref_server) < 1e-5
+    assert _max_diff(table, ref_table) < 1e-5
+    for k in ref_m:
+      np.testing.assert_allclose(m[k], ref_m[k], rtol=1e-5)
+
+
 def test_execution_config_from_a_config_block():
   from fedjax_sharp.training.config import base_config
   engine = base_config().engine

@@ -371,9 +371,12 @@ class RoundEngine:
 
   def _step(self, local, metrics_sum, round_info: RoundInfo, data: TrainData, s, idx_B, mask_B,
             active, client_key):
-    """Local step `s` (a masked step, `active` False, leaves every carried value unchanged)."""
+    """Local step `s` (a masked step, `active` False, leaves every carried value unchanged;
+    `active` None: a step known to be real, computed without the select on every carried leaf)."""
     batch, step_key = self._batch(data, s, idx_B, mask_B, client_key)
     new_local, metrics = self._local_step(local, batch, step_key, round_info)
+    if active is None:
+      return new_local, tree.add(metrics_sum, metrics)
     local = tree.where(active, new_local, local)
     metrics = jax.tree.map(lambda m: jnp.where(active, m, jnp.zeros_like(m)), metrics)
     return local, tree.add(metrics_sum, metrics)
@@ -388,9 +391,16 @@ class RoundEngine:
     carry = (local, metrics_sum)
     num_steps = step_mask_S.shape[0]
     if self.execution.local_loop == "rolled" and self.execution.skip_padding:
-      # Trip count: one past the client's last real step (the steps after it are padding).
-      last = jnp.max(jnp.where(step_mask_S, jnp.arange(1, num_steps + 1), 0))
-      return jax.lax.fori_loop(0, last, lambda i, c: step(c, tree.index(xs, i))[0], carry)
+      # Only the client's real steps run, in their order (a stable sort moves them to the front;
+      # the sampler's plans already have them there), so every executed step is real and none
+      # needs the select that keeps a masked step's carry: without it the loop's body neither
+      # selects nor copies the carried parameters and optimiser state at every step.
+      is_real = step_mask_S.astype(bool)
+      real = tree.index(xs[:3], jnp.argsort(~is_real, stable=True))
+
+      def real_step(i, c):
+        return self._step(*c, round_info, data, *tree.index(real, i), None, client_key)
+      return jax.lax.fori_loop(0, jnp.sum(is_real, dtype=jnp.int32), real_step, carry)
     if self.execution.local_loop == "unrolled":
       for s in range(num_steps):
         carry, _ = step(carry, tree.index(xs, s))

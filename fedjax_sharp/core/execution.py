@@ -29,11 +29,12 @@ class ExecutionConfig:
     `core.debugging`; slow, never chosen by 'auto') | 'auto'.
   local_loop: 'rolled' (lax.scan) | 'partial' (scan with `unroll`) | 'unrolled' (Python loop)
     | 'auto'.
-  skip_padding: with local_loop='rolled', each client's loop stops after its last real step
-    (a `fori_loop` with the client's own trip count) instead of scanning over all `S` steps of
-    the plan. Under vmap the batched loop runs until the longest client of the vmapped group is
-    done: the cohort's largest K_m instead of the population's. Exact (padding steps are
-    no-ops either way).
+  skip_padding: with local_loop='rolled', each client's loop runs only its real steps (a
+    `fori_loop` with the client's own trip count, K_m) instead of scanning over all `S` steps of
+    the plan, and no step keeps a masked step's carry with a select on every carried leaf (the
+    other loops do). Under vmap the batched loop runs until the longest client of the vmapped
+    group is done: the cohort's largest K_m instead of the population's. Exact (padding steps
+    are no-ops either way).
   host_devices: 'host' spreads the cohort's clients over this many devices, longest clients
     first, each to the least loaded device, computing side by side (`core.host_round`; the same
     numbers): 0 = every device of the process on a CPU (one unless the process was given more:

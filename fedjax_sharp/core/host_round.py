@@ -61,11 +61,17 @@ def host_round(engine, server_state, client_table, data, cohort, round_info, key
                                         (cohort.batch_idx, cohort.example_mask,
                                          cohort.step_mask))
   num_clients, num_steps, _ = batch_idx.shape
+  # Each client's real steps first, in their order, with their own step ids (the sampler's plans
+  # already have them there): the chunks after a client's last real step are all padding.
+  step_ids = np.argsort(~step_mask.astype(bool), axis=1, kind="stable").astype(np.int32)
+  batch_idx = np.take_along_axis(batch_idx, step_ids[..., None], 1)
+  example_mask = np.take_along_axis(example_mask, step_ids[..., None], 1)
+  step_mask = np.take_along_axis(step_mask, step_ids, 1)
   padded = -(-num_steps // chunk) * chunk
   if padded != num_steps:  # pad the plan to whole chunks with masked (no-op) steps
     pad = ((0, 0), (0, padded - num_steps), (0, 0))
     batch_idx, example_mask = np.pad(batch_idx, pad), np.pad(example_mask, pad)
-    step_mask = np.pad(step_mask, pad[:2])
+    step_mask, step_ids = np.pad(step_mask, pad[:2]), np.pad(step_ids, pad[:2])
   real_steps = step_mask.sum(axis=1)
   devices = engine.host_devices
   # What every client reads, on every device (the first holds the originals).
@@ -85,7 +91,7 @@ def host_round(engine, server_state, client_table, data, cohort, round_info, key
     for k in range(-(-int(real_steps[c]) // chunk)):
       sl = slice(k * chunk, (k + 1) * chunk)
       local, metrics = engine._jit_steps(  # pylint: disable=protected-access
-          local, metrics, info_r, data_d, np.arange(sl.start, sl.stop, dtype=np.int32),
+          local, metrics, info_r, data_d, step_ids[c, sl],
           batch_idx[c, sl], example_mask[c, sl], step_mask[c, sl], client_key)
     output = engine._jit_client_end(local, b, cstate, info, info_r)  # pylint: disable=protected-access
     outputs.append((*output, metrics))

@@ -194,7 +194,7 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                       "every CPU device of the process on a CPU, one on an accelerator)"),
         local_loop=("auto", tuple(sorted(LOCAL_LOOPS)), "how the local steps run"),
         unroll=(4, ">= 1", "'partial': local steps unrolled per scan iteration"),
-        skip_padding=(True, _ON_OFF, "rolled loops stop at each client's last real step"),
+        skip_padding=(True, _ON_OFF, "rolled loops run only each client's real steps"),
         sort_clients=(False, _ON_OFF, "order the cohort by step count (chunked_vmap buckets)"),
         micro_batch=(0, ">= 0", "model called on pieces of this many examples in training "
                      "(0 = whole batches)"),
