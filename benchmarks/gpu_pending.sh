@@ -8,6 +8,8 @@
 #
 # Steps (limits in seconds; LIMIT_SCALE=2 doubles them):
 #   device   the device, jax and XLA_FLAGS                                                   30
+#   ops      `hlo_ops.py --local_step`: one local step's operations (kernels) in the GPU's
+#            optimised program, map and vmap, float32 and bfloat16 (no timing)               90
 #   check    `accelerator.py --check` for the algorithms added since the last GPU check
 #            (FedGF, FedSWA, FedMoSWA, FedWMSAM, FedNSAM, DP-FedSAM; FedAvg as the baseline),
 #            every client strategy                                                          240
@@ -27,7 +29,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/benchmarks/pending}
 shift || true
-STEPS=${*:-device check targets paths analysis}
+STEPS=${*:-device ops check targets paths analysis}
 PY=${PY:-python}
 SCALE=${LIMIT_SCALE:-1}
 ACC=() PATHS=(--rounds 3) ANALYSIS=()
@@ -36,8 +38,8 @@ if [ "${SMALL:-0}" = 1 ]; then
   ANALYSIS=(--data digits --examples 100 --iters 2 --probes 2 --grid 3 --parts lambda,landscape)
 fi
 for s in $STEPS; do   # refuse a misspelt step before any step spends device time
-  case $s in device|check|targets|paths|analysis) ;;
-    *) echo "unknown step '$s' (device, check, targets, paths, analysis)" >&2; exit 2;;
+  case $s in device|ops|check|targets|paths|analysis) ;;
+    *) echo "unknown step '$s' (device, ops, check, targets, paths, analysis)" >&2; exit 2;;
   esac
 done
 mkdir -p "$OUT"
@@ -62,6 +64,10 @@ for s in $STEPS; do
     device)
       step device 30 "$PY" -c "import jax, os; d = jax.devices(); print(jax.default_backend(), \
 d[0].device_kind, len(d), 'devices; jax', jax.__version__, '; XLA_FLAGS=' + repr(os.environ.get('XLA_FLAGS', '')))";;
+    ops)
+      if [ "${SMALL:-0}" = 1 ]; then OPS=(--clients=2 --steps=2 --batch=2 --input=8x8x1)
+      else OPS=(--clients=4 --steps=3 --batch=8 --input=32x32x3); fi
+      step ops 90 "$PY" benchmarks/hlo_ops.py --local_step "${OPS[@]}";;
     check)
       step check 240 "$PY" benchmarks/accelerator.py --check \
         --algorithms=fedavg,fedgf,fedswa,fedmoswa,fedwmsam,fednsam,dp_fedsam "${ACC[@]}";;

@@ -11,11 +11,20 @@ a row.
 
     python benchmarks/hlo_ops.py                       # S = 3, C = 10, small shapes
     python benchmarks/hlo_ops.py --experiments=3 --clients=10 --input=32x32x3
+
+`--local_step` prints instead what one local step of a rolled loop costs in the optimised
+program: the operations of the while loop's body (FedAvg with momentum, the McMahan CNN), by
+client strategy and compute dtype. On a GPU each fusion and copy there is a kernel run at every
+step; on a CPU the same counts are the proxy for the step's work outside its convolutions and
+dots. (A GPU's program holds its cuDNN convolutions and cuBLAS GEMMs as custom calls.)
+
+    python benchmarks/hlo_ops.py --local_step --clients=4 --steps=3 --batch=8 --input=32x32x3
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import re
 
 import jax
@@ -25,6 +34,7 @@ import numpy as np
 from fedjax_sharp.algorithms import build_algorithm
 from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData, tree
 from fedjax_sharp.models import get_model, init_params
+from fedjax_sharp.models.registry import with_compute_dtype
 from fedjax_sharp.training.config import base_config
 
 _OP = re.compile(r"=.*?\s(convolution|dot|while)\(")
@@ -87,6 +97,70 @@ def library_ops(hlo: str) -> dict:
   return dict(counts)
 
 
+_BODY = re.compile(r"body=(%[\w.\-]+)")
+_INSTRUCTION = re.compile(r"=\s*\S+\s+([\w\-]+)\(")
+
+
+def computations(hlo: str) -> dict[str, list[str]]:
+  """The instruction lines of each computation of an HLO module, by name."""
+  comps, name = {}, None
+  for line in hlo.splitlines():
+    header = _HEADER.match(line)
+    if header and line.rstrip().endswith("{"):
+      name = header.group(1)
+      comps[name] = []
+    elif name and line.strip() == "}":
+      name = None
+    elif name:
+      comps[name].append(line)
+  return comps
+
+
+def local_step_ops(hlo: str) -> collections.Counter:
+  """Operations of the local step: the body of the while loop holding the most convolutions,
+  dots and library calls (tuple plumbing, parameters and constants left out)."""
+  comps = computations(hlo)
+  bodies = [m.group(1) for lines in comps.values() for line in lines
+            if " while(" in line and (m := _BODY.search(line))]
+  if not bodies:
+    raise ValueError("the program has no while loop")
+  kernels = ("convolution(", " dot(", "custom-call(", "ynn_fusion")   # cuDNN: custom calls
+  body = max(bodies, key=lambda b: sum(any(k in l for k in kernels) for l in comps[b]))
+  ops = collections.Counter(m.group(1) for line in comps[body]
+                            if (m := _INSTRUCTION.search(line)))
+  for plumbing in ("get-tuple-element", "tuple", "parameter", "constant", "bitcast"):
+    ops.pop(plumbing, None)
+  return ops
+
+
+def local_step_program(client_strategy: str, compute_dtype: str, clients: int, steps: int,
+                       batch: int, shape) -> str:
+  """The optimised HLO of FedAvg's round (momentum 0.9, rolled local loop) under
+  `client_strategy`, the model computing in `compute_dtype`."""
+  model = get_model("mcmahan_cnn", 10)
+  apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x), compute_dtype)
+  config = base_config()
+  config.algorithm.name = "fedavg"
+  config.local.momentum = 0.9
+  engine = RoundEngine(build_algorithm(config, apply_fn), clients,
+                       ExecutionConfig(client_strategy, local_loop="rolled"),
+                       preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
+  data, parts = _data(clients, steps, batch, shape)
+  server, table = engine.init(init_params(model, jax.random.key(0), shape))
+  cohort = CohortSampler(parts, clients, batch, local_steps=steps, seed=0).build(0)
+  info = RoundInfo(jnp.int32(0), jnp.float32(0.01), clients)
+  return engine._jit_round.lower(server, table, data, cohort, info, jax.random.key(0)).compile(  # pylint: disable=protected-access
+      _compile_options()).as_text()
+
+
+def _data(clients: int, steps: int, batch: int, shape):
+  rng = np.random.default_rng(0)
+  n = clients * steps * batch
+  data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),
+                   jnp.asarray(rng.integers(0, 10, n).astype(np.int32)))
+  return data, np.array_split(np.arange(n), clients)
+
+
 def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: int, shape):
   """(round HLO, sweep HLO) of FedAvg with `conv_impl`."""
   model = get_model("mcmahan_cnn", 10, conv_impl=conv_impl)
@@ -94,11 +168,7 @@ def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: 
   config = base_config()
   config.algorithm.name = "fedavg"
   alg = build_algorithm(config, apply_fn)
-  rng = np.random.default_rng(0)
-  n = clients * steps * batch
-  data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),
-                   jnp.asarray(rng.integers(0, 10, n).astype(np.int32)))
-  parts = np.array_split(np.arange(n), clients)
+  data, parts = _data(clients, steps, batch, shape)
   engine = RoundEngine(alg, clients, ExecutionConfig("vmap", local_loop="rolled"),
                        preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
   params = init_params(model, jax.random.key(0), shape)
@@ -125,8 +195,24 @@ def main(argv=None):
   parser.add_argument("--steps", type=int, default=2)
   parser.add_argument("--batch", type=int, default=4)
   parser.add_argument("--input", default="16x16x3")
+  parser.add_argument("--local_step", action="store_true",
+                      help="the operations of one local step of a rolled loop, by client "
+                           "strategy and compute dtype")
   args = parser.parse_args(argv)
   shape = tuple(int(v) for v in args.input.split("x"))
+  if args.local_step:
+    print(f"backend: {jax.default_backend()}, jax {jax.__version__}; FedAvg (momentum 0.9), "
+          f"McMahan CNN {args.input}, {args.clients} clients x {args.steps} steps x batch "
+          f"{args.batch}, rolled local loop: the loop body's operations\n")
+    print("| client strategy | compute dtype | operations | fusions | copies | convolutions | "
+          "dots | custom calls |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    for strategy, dtype in itertools.product(("map", "vmap"), ("float32", "bfloat16")):
+      ops = local_step_ops(local_step_program(strategy, dtype, args.clients, args.steps,
+                                              args.batch, shape))
+      print(f"| {strategy} | {dtype} | {sum(ops.values())} | {ops['fusion']} | {ops['copy']} | "
+            f"{ops['convolution']} | {ops['dot']} | {ops['custom-call']} |", flush=True)
+    return
   print(f"backend: {jax.default_backend()}, jax {jax.__version__}; FedAvg, McMahan CNN "
         f"{args.input}, vmap/rolled, C = {args.clients} clients, S = {args.experiments} "
         f"experiments (sweep_round)\n")
