@@ -98,7 +98,8 @@ def library_ops(hlo: str) -> dict:
 
 
 _BODY = re.compile(r"body=(%[\w.\-]+)")
-_INSTRUCTION = re.compile(r"=\s*\S+\s+([\w\-]+)\(")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%[\w.\-]+ = .*? ([\w\-]+)\(")   # after the shape
+_TO_APPLY = re.compile(r"to_apply=(%[\w.\-]+)")
 
 
 def computations(hlo: str) -> dict[str, list[str]]:
@@ -118,16 +119,29 @@ def computations(hlo: str) -> dict[str, list[str]]:
 
 def local_step_ops(hlo: str) -> collections.Counter:
   """Operations of the local step: the body of the while loop holding the most convolutions,
-  dots and library calls (tuple plumbing, parameters and constants left out)."""
+  dots and library calls (tuple plumbing, parameters and constants left out). Computations the
+  body `call`s (a GPU's command buffers) are counted in place of the call."""
   comps = computations(hlo)
   bodies = [m.group(1) for lines in comps.values() for line in lines
             if " while(" in line and (m := _BODY.search(line))]
   if not bodies:
     raise ValueError("the program has no while loop")
-  kernels = ("convolution(", " dot(", "custom-call(", "ynn_fusion")   # cuDNN: custom calls
-  body = max(bodies, key=lambda b: sum(any(k in l for k in kernels) for l in comps[b]))
-  ops = collections.Counter(m.group(1) for line in comps[body]
-                            if (m := _INSTRUCTION.search(line)))
+
+  def ops_of(name: str) -> collections.Counter:
+    ops = collections.Counter()
+    for line in comps[name]:
+      m = _INSTRUCTION.search(line)
+      callee = _TO_APPLY.search(line) if m and m.group(1) == "call" else None
+      if callee and callee.group(1) in comps:
+        ops += ops_of(callee.group(1))
+      elif m:
+        ops[m.group(1)] += 1
+    return ops
+
+  kernels = ("convolution", "dot", "custom-call")   # a GPU's cuDNN and cuBLAS: custom calls
+  body = max(bodies, key=lambda b: sum(ops_of(b)[k] for k in kernels)
+             + sum("ynn_fusion" in line for line in comps[b]))
+  ops = ops_of(body)
   for plumbing in ("get-tuple-element", "tuple", "parameter", "constant", "bitcast"):
     ops.pop(plumbing, None)
   return ops

@@ -90,6 +90,38 @@ def test_rolled_local_step_copies_no_carried_state():
   assert ops["copy"] < 8, ops
 
 
+_GPU_LIKE_HLO = """\
+%command_buffer (p: f32[8,10]) -> f32[8,10] {
+  %p = f32[8,10]{1,0} parameter(0)
+  %fusion.1 = f32[8,10]{1,0} fusion(%p), kind=kLoop, calls=%fused_computation.1
+  ROOT %custom-call.2 = f32[8,10]{1,0} custom-call(%fusion.1), custom_call_target="__cudnn$convForward"
+}
+
+%step_body (carry: (s32[], f32[8,10])) -> (s32[], f32[8,10]) {
+  %carry = (s32[], f32[8,10]{1,0}) parameter(0)
+  %get-tuple-element.1 = f32[8,10]{1,0} get-tuple-element(%carry), index=1
+  %call.3 = f32[8,10]{1,0} call(%get-tuple-element.1), to_apply=%command_buffer
+  %fusion.4 = (f32[8]{0}, s32[8]{0}, /*index=2*/f32[8]{0}) fusion(%call.3), kind=kLoop, calls=%f.2
+  %copy.5 = f32[8,10]{1,0} copy(%call.3)
+  ROOT %tuple.6 = (s32[], f32[8,10]{1,0}) tuple(%get-tuple-element.1, %copy.5)
+}
+
+ENTRY %main (a: (s32[], f32[8,10])) -> (s32[], f32[8,10]) {
+  %a = (s32[], f32[8,10]{1,0}) parameter(0)
+  ROOT %while.7 = (s32[], /*index=1*/f32[8,10]{1,0}) while(%a), condition=%cond, body=%step_body
+}
+"""
+
+
+def test_local_step_ops_reads_a_gpu_program():
+  """The local step's count on a GPU's program: a command buffer's computation counted in place
+  of its `call`, cuDNN's convolutions as custom calls, tuple-shaped fusions counted."""
+  sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+  import hlo_ops  # pylint: disable=g-import-not-at-top
+  ops = hlo_ops.local_step_ops(_GPU_LIKE_HLO)
+  assert ops == {"fusion": 2, "custom-call": 1, "copy": 1}, ops
+
+
 def test_cpu_library_fusions_benchmark_times_every_choice(capsys):
   """benchmarks/cpu_library_fusions.py: the step and the aggregation under each choice of what
   XLA's CPU backend hands to YNNPACK (the library's: dot products only)."""
