@@ -81,27 +81,6 @@ _HEADER = re.compile(r"^(?:ENTRY )?(%[\w.\-]+) ")
 _LIBRARY_OP = re.compile(r"=.*?\s(convolution|dot|reduce)\(")
 
 
-def library_ops(hlo: str) -> dict:
-  """Convolutions, dots and reductions that XLA's CPU backend hands to the YNNPACK library
-  (inside `__ynn_fusion` fusions), by kind; the library's programs keep convolutions and
-  reductions out of it (`backends.compiler_options`)."""
-  called = {m.group(1) for line in hlo.splitlines() if '"__ynn_fusion"' in line
-            for m in [_CALLS.search(line)] if m}
-  counts, inside = collections.Counter(), False
-  for line in hlo.splitlines():
-    header = _HEADER.match(line)
-    if header:
-      inside = header.group(1) in called
-    elif inside and (m := _LIBRARY_OP.search(line)):
-      counts[m.group(1)] += 1
-  return dict(counts)
-
-
-_BODY = re.compile(r"body=(%[\w.\-]+)")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%[\w.\-]+ = .*? ([\w\-]+)\(")   # after the shape
-_TO_APPLY = re.compile(r"to_apply=(%[\w.\-]+)")
-
-
 def computations(hlo: str) -> dict[str, list[str]]:
   """The instruction lines of each computation of an HLO module, by name."""
   comps, name = {}, None
@@ -115,6 +94,22 @@ def computations(hlo: str) -> dict[str, list[str]]:
     elif name:
       comps[name].append(line)
   return comps
+
+
+def library_ops(hlo: str) -> dict:
+  """Convolutions, dots and reductions that XLA's CPU backend hands to the YNNPACK library
+  (inside `__ynn_fusion` fusions), by kind; the library's programs keep convolutions and
+  reductions out of it (`backends.compiler_options`)."""
+  called = {m.group(1) for line in hlo.splitlines() if '"__ynn_fusion"' in line
+            for m in [_CALLS.search(line)] if m}
+  comps = computations(hlo)
+  return dict(collections.Counter(m.group(1) for name in called for line in comps.get(name, ())
+                                  if (m := _LIBRARY_OP.search(line))))
+
+
+_BODY = re.compile(r"body=(%[\w.\-]+)")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%[\w.\-]+ = .*? ([\w\-]+)\(")   # after the shape
+_TO_APPLY = re.compile(r"to_apply=(%[\w.\-]+)")
 
 
 def local_step_ops(hlo: str) -> collections.Counter:
@@ -147,51 +142,50 @@ def local_step_ops(hlo: str) -> collections.Counter:
   return ops
 
 
-def local_step_program(client_strategy: str, compute_dtype: str, clients: int, steps: int,
-                       batch: int, shape) -> str:
-  """The optimised HLO of FedAvg's round (momentum 0.9, rolled local loop) under
-  `client_strategy`, the model computing in `compute_dtype`."""
-  model = get_model("mcmahan_cnn", 10)
+def _fedavg(client_strategy: str, clients: int, steps: int, batch: int, shape,
+            conv_impl: str = "xla", compute_dtype: str = "float32", momentum=None):
+  """FedAvg on the McMahan CNN with a rolled local loop and uint8 inputs scaled by 1/255:
+  (engine, initial parameters, training data, each client's example indices)."""
+  model = get_model("mcmahan_cnn", 10, conv_impl=conv_impl)
   apply_fn = with_compute_dtype(lambda p, x: model.apply({"params": p}, x), compute_dtype)
   config = base_config()
   config.algorithm.name = "fedavg"
-  config.local.momentum = 0.9
+  config.local.momentum = momentum
   engine = RoundEngine(build_algorithm(config, apply_fn), clients,
                        ExecutionConfig(client_strategy, local_loop="rolled"),
                        preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
-  data, parts = _data(clients, steps, batch, shape)
-  server, table = engine.init(init_params(model, jax.random.key(0), shape))
-  cohort = CohortSampler(parts, clients, batch, local_steps=steps, seed=0).build(0)
+  rng = np.random.default_rng(0)
+  n = clients * steps * batch
+  data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),
+                   jnp.asarray(rng.integers(0, 10, n).astype(np.int32)))
+  return (engine, init_params(model, jax.random.key(0), shape), data,
+          np.array_split(np.arange(n), clients))
+
+
+def _round_hlo(engine, params, data, cohort, clients: int) -> str:
+  """The optimised HLO of `engine`'s round from `params` on `cohort`."""
+  server, table = engine.init(params)
   info = RoundInfo(jnp.int32(0), jnp.float32(0.01), clients)
   return engine._jit_round.lower(server, table, data, cohort, info, jax.random.key(0)).compile(  # pylint: disable=protected-access
       _compile_options()).as_text()
 
 
-def _data(clients: int, steps: int, batch: int, shape):
-  rng = np.random.default_rng(0)
-  n = clients * steps * batch
-  data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),
-                   jnp.asarray(rng.integers(0, 10, n).astype(np.int32)))
-  return data, np.array_split(np.arange(n), clients)
+def local_step_program(client_strategy: str, compute_dtype: str, clients: int, steps: int,
+                       batch: int, shape) -> str:
+  """The optimised HLO of FedAvg's round (momentum 0.9, rolled local loop) under
+  `client_strategy`, the model computing in `compute_dtype`."""
+  engine, params, data, parts = _fedavg(client_strategy, clients, steps, batch, shape,
+                                        compute_dtype=compute_dtype, momentum=0.9)
+  cohort = CohortSampler(parts, clients, batch, local_steps=steps, seed=0).build(0)
+  return _round_hlo(engine, params, data, cohort, clients)
 
 
 def programs(conv_impl: str, experiments: int, clients: int, steps: int, batch: int, shape):
   """(round HLO, sweep HLO) of FedAvg with `conv_impl`."""
-  model = get_model("mcmahan_cnn", 10, conv_impl=conv_impl)
-  apply_fn = lambda p, x: model.apply({"params": p}, x)
-  config = base_config()
-  config.algorithm.name = "fedavg"
-  alg = build_algorithm(config, apply_fn)
-  data, parts = _data(clients, steps, batch, shape)
-  engine = RoundEngine(alg, clients, ExecutionConfig("vmap", local_loop="rolled"),
-                       preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
-  params = init_params(model, jax.random.key(0), shape)
-  server, table = engine.init(params)
+  engine, params, data, parts = _fedavg("vmap", clients, steps, batch, shape, conv_impl)
   samplers = [CohortSampler(parts, clients, batch, local_steps=steps, seed=s)
               for s in range(experiments)]
-  info = RoundInfo(jnp.int32(0), jnp.float32(0.01), clients)
-  one = engine._jit_round.lower(server, table, data, samplers[0].build(0), info,  # pylint: disable=protected-access
-                                jax.random.key(0)).compile(_compile_options()).as_text()
+  one = _round_hlo(engine, params, data, samplers[0].build(0), clients)
   states = [engine.init(params) for _ in range(experiments)]
   servers, tables = tree.stack([s for s, _ in states]), tree.stack([t for _, t in states])
   cohorts = tree.stack([s.build(0) for s in samplers])
