@@ -12,6 +12,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,6 +35,57 @@ def _communication(name, registration):
   return alg.communication.down, alg.communication.up
 
 
+# `{{name}}` in an update rule: the code's value, so that a page cannot state another. `name` is a
+# field of the algorithm's block (its factory's default) or a constant of the package
+# (`core.tree.NORM_EPS`, `algorithms.fed_swa.FEDSWA_PRESETS.paper.rho`: attributes, dict
+# keys and tuple indices); `{{$name}}` renders for inside TeX math, `{{name}}` for running text.
+PLACEHOLDER = re.compile(r"\{\{(\$?)([\w.]+)\}\}")
+
+
+def tex_number(value, math: bool = False) -> str:
+  """A value as the pages write it: integers and 0.01 <= |v| < 10^4 plainly (0.05, 10),
+  smaller or larger numbers as powers of ten ($10^{-12}$, $4 \\cdot 10^{-4}$)."""
+  if value is None or isinstance(value, (bool, str)):
+    return str(value)
+  v = float(value)
+  if v == int(v) and abs(v) < 1e4:
+    return str(int(v))
+  if 0.01 <= abs(v) < 1e4:
+    return f"{v:g}"
+  mantissa, exponent = f"{v:.6e}".split("e")
+  mantissa = mantissa.rstrip("0").rstrip(".")
+  tex = (f"10^{{{int(exponent)}}}" if mantissa == "1"
+         else f"{mantissa} \\cdot 10^{{{int(exponent)}}}")
+  return tex if math else f"${tex}$"
+
+
+def resolve(path: str, defaults: dict):
+  """The value `{{path}}` stands for (see PLACEHOLDER)."""
+  if path in defaults:
+    return defaults[path]
+  parts = path.split(".")
+  for i in range(len(parts) - 1, 0, -1):
+    try:
+      value = importlib.import_module("fedjax_sharp." + ".".join(parts[:i]))
+    except ImportError:
+      continue
+    try:
+      for key in parts[i:]:
+        value = (value[key] if isinstance(value, dict) else value[int(key)]
+                 if isinstance(value, (tuple, list)) else getattr(value, key))
+    except (AttributeError, KeyError, IndexError, ValueError):
+      break
+    return value
+  raise SystemExit(f"docs/update_rules.py: {{{{{path}}}}} is neither a field of the algorithm "
+                   f"({sorted(defaults)}) nor a constant of fedjax_sharp")
+
+
+def render_rule(text: str, defaults: dict) -> str:
+  """An update rule with every placeholder replaced by the code's value."""
+  return PLACEHOLDER.sub(lambda m: tex_number(resolve(m.group(2), defaults), bool(m.group(1))),
+                         text)
+
+
 def _rows(declared) -> dict:
   """field -> (default, range or choices, doc), from the factory's signature."""
   return {k: (h.default, h.field.range or (" / ".join(map(str, h.field.choices))
@@ -41,13 +93,14 @@ def _rows(declared) -> dict:
           for k, h in declared.items()}
 
 
-def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
+def page(name: str, title: str, paper: str, module, rows: dict, comm, weighting=None) -> str:
   doc = inspect.getdoc(module) or ""
   lines = [f"# {title} (`{name}`)", "", f"**Paper:** {paper}.", ""]
   if comm is not None:
     lines += [f"**Communication per sampled client and round:** {comm[0]:g} model-sized "
               f"vector(s) down, {comm[1]:g} up.", ""]
-  lines += ["## Update rule", "", RULES[name].strip(), ""]
+  defaults = {k: v for k, (v, _, _) in rows.items()}
+  lines += ["## Update rule", "", render_rule(RULES[name], defaults).strip(), ""]
   lines += ["## Notes", "", f"The module docstring of `{module.__name__}` (what `help()` shows in a notebook):",
             "", "```text", doc, "```", ""]
   lines += ["## Defaults", ""]
@@ -59,6 +112,9 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
               for k, (v, r, d) in sorted(rows.items())]
   else:
     lines += ["No hyperparameters of its own."]
+  if weighting is not None:
+    lines += ["", f"Client weighting with `aggregation='auto'` (the default): '{weighting[0]}', "
+              f"{weighting[1]}; 'uniform' under differential privacy."]
   config = "configs/demo.py" if comm is not None else "configs/minimax_toy.py:bilinear"
   lines += ["", f"Run it: `python experiments/run.py --config={config} "
             f"--config.algorithm.name={name}`"
@@ -78,20 +134,30 @@ def build_pages() -> dict[str, str]:
           "Every registered algorithm, with its update rule, defaults and communication. "
           "Classification algorithms run on `config.task.name='classification'`; the minimax "
           "ones on the minimax tasks (`configs/minimax_*.py`).", "",
-          "| name | algorithm | down / up | paper |", "|---|---|---|---|"]
+          "**Client weighting.** `aggregation='auto'` (the default) weighs the cohort's uploads "
+          "as each algorithm declares (`register(..., weighting=...)`): the newest methods as "
+          "their paper does where it states a weighting, else as their authors' code does; the "
+          "others by the specification's mean, which names the paper's own choice where it "
+          "differs. 'examples' is $p_m = n_m / \\sum_{j \\in N_t} n_j$, "
+          "'uniform' is $1 / |N_t|$. Under differential privacy 'auto' is 'uniform' for every "
+          "algorithm (the sensitivity bound needs it). `--config.aggregation=examples` or "
+          "`=uniform` overrides it; `--print_config` shows what 'auto' gives and why.", "",
+          "| name | algorithm | down / up | weighting ('auto') | paper |",
+          "|---|---|---|---|---|"]
   from fedjax_sharp.algorithms.hyperparameters import fields
   for name in sorted(classification):
     r = classification[name]
     module = importlib.import_module(r.factory.__module__)
     comm = _communication(name, r)
-    pages[f"{name}.md"] = page(name, r.title, r.paper, module, _rows(r.fields()), comm)
+    pages[f"{name}.md"] = page(name, r.title, r.paper, module, _rows(r.fields()), comm,
+                               (r.weighting, r.weighting_source))
     rows.append(f"| [`{name}`]({name}.md) | {r.title} | {comm[0]:g} / {comm[1]:g} | "
-                f"{r.paper} |")
+                f"{r.weighting}: {r.weighting_source.replace('|', chr(92) + '|')} | {r.paper} |")
   for name in minimax.MINIMAX_ALGORITHMS:
     title, paper = minimax.TITLES[name]
     pages[f"{name}.md"] = page(name, title, paper, minimax,
                                _rows(fields(minimax.FACTORIES[name])), None)
-    rows.append(f"| [`{name}`]({name}.md) | {title} | 1 / 1 (x, y) | {paper} |")
+    rows.append(f"| [`{name}`]({name}.md) | {title} | 1 / 1 (x, y) | examples | {paper} |")
   pages["index.md"] = "\n".join(rows) + "\n"
   return pages
 

@@ -48,12 +48,12 @@ there, from the unperturbed weights (momentum and weight decay see $w_{m,k}$):
 
 $$
 \begin{aligned}
-g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
 \end{aligned}
 $$
 
-$\lVert \cdot \rVert$ is one global L2 norm over the parameter pytree; $\rho$ = `rho` (0.05).
+$\lVert \cdot \rVert$ is one global L2 norm over the parameter pytree; $\rho$ = `rho` ({{rho}}).
 Upload $\Delta_m = w^t - w_{m,K_m}$ and server as FedAvg:
 $w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\rho = 0$ is FedAvg
 exactly. $\eta_t$, $p_m$, $\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
@@ -65,13 +65,13 @@ $T = \lvert w_{m,k} \rvert + \eta$ ($T = 1$ on biases), on the same batch $\xi$ 
 $$
 \begin{aligned}
 g &= \nabla f_m(w_{m,k}; \xi), \qquad
-e = \rho\, \frac{T \odot T \odot g}{\lVert T \odot g \rVert + 10^{-12}}\\
+e = \rho\, \frac{T \odot T \odot g}{\lVert T \odot g \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
 \end{aligned}
 $$
 
 $\odot$: elementwise product; $\lVert \cdot \rVert$: one global L2 norm over the pytree (biases
-included). $\rho$ = `rho` (0.5), $\eta$ = `eta` (0.2; not the learning rate $\eta_t$). Upload
+included). $\rho$ = `rho` ({{rho}}), $\eta$ = `eta` ({{eta}}; not the learning rate $\eta_t$). Upload
 $\Delta_m = w^t - w_{m,K_m}$ and server as FedAvg:
 $w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\eta_t$, $p_m$,
 $\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
@@ -85,12 +85,12 @@ authors' code):
 $$
 \begin{aligned}
 g &= \nabla f_m(w_{m,k}; \xi), \qquad
-e = \rho\, \frac{w_{m,k} \odot w_{m,k} \odot g}{\lVert \lvert w_{m,k} \rvert \odot g \rVert + 10^{-12}}\\
+e = \rho\, \frac{w_{m,k} \odot w_{m,k} \odot g}{\lVert \lvert w_{m,k} \rvert \odot g \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
 \end{aligned}
 $$
 
-($e = \rho\, g / (\lVert g \rVert + 10^{-12})$ with `adaptive=False`). After $K_m$ steps it
+($e = \rho\, g / (\lVert g \rVert + {{$core.tree.NORM_EPS}})$ with `adaptive=False`). After $K_m$ steps it
 clips every tensor $l$ of $\Delta_m = w^t - w_{m,K_m}$ and adds its own noise:
 
 $$
@@ -101,10 +101,10 @@ $$
 and uploads $\tilde\Delta_m$. The server averages uniformly: $w^{t+1} = w^t - \frac{1}{m}
 \sum_{m' \in N_t} \tilde\Delta_{m'}$.
 
-$m = \lvert N_t \rvert$ (`clients_per_round`); $C$ = `clip_norm` (0.2), $\sigma$ =
-`noise_multiplier` (0.95), $\rho$ = `rho` (0.5); `clip='global'` clips $\Delta_m$ as one vector,
+$m = \lvert N_t \rvert$ (`clients_per_round`); $C$ = `clip_norm` ({{clip_norm}}), $\sigma$ =
+`noise_multiplier` ({{noise_multiplier}}), $\rho$ = `rho` ({{rho}}); `clip='global'` clips $\Delta_m$ as one vector,
 `noise='server'` adds one $z \sim \mathcal{N}(0, \sigma^2 C^2 I)$ to the sum instead.
-$\mathrm{opt}$: SGD with momentum 0.5 and weight decay $5 \cdot 10^{-4}$ (the code's), reset
+$\mathrm{opt}$: SGD with momentum `momentum` ({{momentum}}) and weight decay `weight_decay` ({{weight_decay}}) (the code's), reset
 every round.
 """,
     # ------------------------------------------------------------------------------- fed_prox.py
@@ -123,7 +123,7 @@ $$
 w^{t+1} = \mathrm{ServerOpt}\Big(w^t; \sum_{m \in N_t} p_m \Delta_m\Big)
 $$
 
-$\mu$ = `mu` (0.01); $\mu = 0$ is FedAvg exactly. $\eta_t$, $p_m$, $\mathrm{opt}$,
+$\mu$ = `mu` ({{mu}}); $\mu = 0$ is FedAvg exactly. $\eta_t$, $p_m$, $\mathrm{opt}$,
 $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
 """,
     # ------------------------------------------------------------------------------- scaffold.py
@@ -163,7 +163,7 @@ the corrected SAM gradient (same batch $\xi$ for both passes):
 
 $$
 \begin{aligned}
-g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - c_m + c\big)\\
 c_m^+ &= c_m - c + \frac{w^t - w_{m,K_m}}{K_m\, \eta_t}
 \end{aligned}
@@ -178,7 +178,7 @@ c &\leftarrow c + \frac{1}{M} \sum_{m \in N_t} (c_m^+ - c_m)
 \end{aligned}
 $$
 
-$\rho$ = `rho` (0.05); $\rho = 0$ is SCAFFOLD. Client momentum: `momentum` (0). $\eta_t$, $p_m$,
+$\rho$ = `rho` ({{rho}}); $\rho = 0$ is SCAFFOLD. Client momentum: `momentum` ({{momentum}}). $\eta_t$, $p_m$,
 $\mathrm{opt}$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
 """,
     # --------------------------------------------------------------------------------- fed_cm.py
@@ -201,10 +201,10 @@ w^{r+1} &= w^r - s \sum_i p_i\, (w^r - w_{i,K_i})
 \end{aligned}
 $$
 
-$\eta_l$: the client learning rate of round $r$; $\beta$ = `beta` (0.1); $s$ =
-`server_lr_relative` (1: the model average). This is $w^{r+1} = w^r - \eta_g \Delta^{r+1}$ with
+$\eta_l$: the client learning rate of round $r$; $\beta$ = `beta` ({{beta}}); $s$ =
+`server_lr_relative` ({{server_lr_relative}}: the model average). This is $w^{r+1} = w^r - \eta_g \Delta^{r+1}$ with
 $\eta_g = s\, \eta_l K_i$ client by client. $\beta = 1$ is FedAvg exactly. Client momentum:
-`momentum` (0). $p_i$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+`momentum` ({{momentum}}). $p_i$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
     "mofedsam": r"""
 [FedCM](fedcm.md) with a SAM client optimiser. Server state: $w^r$ and the global momentum
@@ -213,7 +213,7 @@ $w_{i,0} = w^r$ with a fresh optimiser; on each batch $\xi$ (same batch for both
 
 $$
 \begin{aligned}
-g &= \nabla f_i(w_{i,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+g &= \nabla f_i(w_{i,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + {{$core.tree.NORM_EPS}}}\\
 v &= \beta\, \nabla f_i(w_{i,k} + e; \xi) + (1 - \beta)\, \Delta^r,
 \qquad w_{i,k+1} = w_{i,k} - \eta_l\, \mathrm{opt}(v)
 \end{aligned}
@@ -228,10 +228,10 @@ w^{r+1} &= w^r - s \sum_i p_i\, (w^r - w_{i,K_i})
 \end{aligned}
 $$
 
-$\eta_l$: the client learning rate of round $r$; $\rho$ = `rho` (0.1); $\beta$ = `beta` (0.1);
-$s$ = `server_lr_relative` (1: the model average, i.e. $\eta_g = s\, \eta_l K_i$ in
+$\eta_l$: the client learning rate of round $r$; $\rho$ = `rho` ({{rho}}); $\beta$ = `beta` ({{beta}});
+$s$ = `server_lr_relative` ({{server_lr_relative}}: the model average, i.e. $\eta_g = s\, \eta_l K_i$ in
 $w^{r+1} = w^r - \eta_g \Delta^{r+1}$). $\beta = 1$ is FedSAM exactly. Client momentum:
-`momentum` (0). $p_i$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+`momentum` ({{momentum}}). $p_i$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
     # ------------------------------------------------------------------------------ mime_lite.py
     "mimelite": r"""
@@ -257,7 +257,7 @@ m &\leftarrow (1 - \beta) \sum_i p_i\, \nabla f_i(x^t) + \beta m
 \end{aligned}
 $$
 
-$\beta$ = `beta` (0.9). $\eta_t$, $p_i$, $\mathrm{opt}$, $\mathrm{ServerOpt}$ (plain average by
+$\beta$ = `beta` ({{beta}}). $\eta_t$, $p_i$, $\mathrm{opt}$, $\mathrm{ServerOpt}$ (plain average by
 default): as for [FedAvg](fedavg.md).
 """,
     # -------------------------------------------------------------------------------- fed_ntd.py
@@ -276,8 +276,8 @@ $$
 $\tilde q$: the softmax over the not-true classes only (the true class's logit removed); the KL
 is a mean over the batch's real examples (or loss tokens). One extra forward pass of the
 teacher, no extra backward. Upload $\Delta_m = w^t - w_{m,K_m}$; server as FedAvg:
-$w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\beta$ = `beta` (1),
-$\tau$ = `tau` (1); $\beta = 0$ is FedAvg exactly. $\eta_t$, $p_m$, $\mathrm{opt}$,
+$w^{t+1} = \mathrm{ServerOpt}\big(w^t; \sum_{m \in N_t} p_m \Delta_m\big)$. $\beta$ = `beta` ({{beta}}),
+$\tau$ = `tau` ({{tau}}); $\beta = 0$ is FedAvg exactly. $\eta_t$, $p_m$, $\mathrm{opt}$,
 $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md).
 """,
     # -------------------------------------------------------------------------------- fed_dyn.py
@@ -303,9 +303,9 @@ w^{t+1} &= w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}
 \end{aligned}
 $$
 
-$\alpha$ = `alpha` (0.1). `prox='squared'` (the paper, default):
+$\alpha$ = `alpha` ({{alpha}}). `prox='squared'` (the paper, default):
 $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$, $\nabla R(v) = \alpha v$; `'unsquared'` (the FedGMT
-authors' code): $\nabla R(v) = \frac{\alpha}{2}\, v / (\lVert v \rVert + 10^{-12})$; `'none'`:
+authors' code): $\nabla R(v) = \frac{\alpha}{2}\, v / (\lVert v \rVert + {{$core.tree.NORM_EPS}})$; `'none'`:
 $R = 0$. The paper's uniform cohort average is `aggregation='uniform'`. $\eta_t$, $p_m$,
 $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
@@ -316,7 +316,7 @@ start) and starts from $w_{m,0} = w^t$ with a fresh optimiser; on each batch $\x
 
 $$
 \begin{aligned}
-g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+g &= \nabla f_m(w_{m,k}; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - h_m
 + \nabla R(w_{m,k} - w^t)\big)\\
 h_m &\leftarrow h_m - \alpha\, (w_{m,K_m} - w^t) \quad (\text{after the } K_m \text{ steps})
@@ -330,7 +330,7 @@ h \leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m,
 \qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}
 $$
 
-$\rho$ = `rho` (0.05), $\alpha$ = `alpha` (0.1); $\rho = 0$ is FedDyn exactly. $R$ as set by
+$\rho$ = `rho` ({{rho}}), $\alpha$ = `alpha` ({{alpha}}); $\rho = 0$ is FedDyn exactly. $R$ as set by
 `prox` (default $\frac{\alpha}{2} \lVert v \rVert^2$, see FedDyn). $\eta_t$, $p_m$,
 $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
@@ -355,10 +355,10 @@ Server, `variant='paper'` (`dual_average='active'`): each client uploads
 $x_{i,K} - \lambda \hat g_i - x^t$ (one model) and
 $x^{t+1} = \sum_i p_i\, (x_{i,K} - \lambda \hat g_i)$.
 `variant='code'`: $\alpha = 1$, the normalised ascent
-$x_{i,k} + \rho\, g_1 / (\lVert g_1 \rVert + 10^{-12})$ and FedDyn's server: upload
+$x_{i,k} + \rho\, g_1 / (\lVert g_1 \rVert + {{$core.tree.NORM_EPS}})$ and FedDyn's server: upload
 $x_{i,K} - x^t$, $h \leftarrow h - \frac{1}{\lambda M} \sum_{i \in N_t} (x_{i,K} - x^t)$,
 $x^{t+1} = \sum_i p_i\, x_{i,K} - \lambda h$ ($M$: all clients). Defaults: $\lambda$ = `lam`
-(10), $\rho$ = `rho` (0.05), $\alpha$ = 0.95 ('paper'); `prox='unsquared'`: the proximal
+({{lam}}), $\rho$ = `rho` ({{rho}}), $\alpha$ = {{algorithms.fed_speed.VARIANTS.paper.alpha}} ('paper'); `prox='unsquared'`: the proximal
 gradient of [FedDyn](feddyn.md) with $\alpha_{\mathrm{dyn}} = 1/\lambda$. $\eta_t$, $p_i$,
 $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
@@ -371,7 +371,7 @@ $w_{m,0} = w^t$ with a fresh optimiser; on each batch $\xi$ (same batch for both
 $$
 \begin{aligned}
 g &= \nabla f_m(w_{m,k}; \xi), \qquad
-e = \rho\, \frac{g - \mu_m - s}{\lVert g - \mu_m - s \rVert + 10^{-12}},
+e = \rho\, \frac{g - \mu_m - s}{\lVert g - \mu_m - s \rVert + {{$core.tree.NORM_EPS}}},
 \qquad \mu_m \leftarrow \mu_m + (e - s)\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - h_m
 + \nabla R(w_{m,k} - w^t)\big)
@@ -386,11 +386,11 @@ $$
 \begin{aligned}
 h &\leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m,
 \qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}\\
-s &= \rho\, \frac{\sum_m p_m s_m}{\lVert \sum_m p_m s_m \rVert + 10^{-12}}
+s &= \rho\, \frac{\sum_m p_m s_m}{\lVert \sum_m p_m s_m \rVert + {{$core.tree.NORM_EPS}}}
 \end{aligned}
 $$
 
-$\alpha$ = `alpha` (0.1), $\rho$ = `rho` (0.05), $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$
+$\alpha$ = `alpha` ({{alpha}}), $\rho$ = `rho` ({{rho}}), $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$
 (`prox` as for [FedDyn](feddyn.md)). `s_update='mu'` uploads $s_m = \mu_m$ (the authors' code);
 `dual_average='active'` uploads $\Delta_m - h_m / \alpha$ (new $h_m$) and sets
 $w^{t+1} = w^t + \sum_m p_m (\Delta_m - h_m / \alpha)$. $\eta_t$, $p_m$, $\mathrm{opt}$: as for
@@ -404,7 +404,7 @@ the whole round, with no extra backward pass:
 
 $$
 \begin{aligned}
-e &= \rho\, \frac{w_{\mathrm{old}} - w^t}{\lVert w_{\mathrm{old}} - w^t \rVert + 10^{-12}}\\
+e &= \rho\, \frac{w_{\mathrm{old}} - w^t}{\lVert w_{\mathrm{old}} - w^t \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi)\big)
 \end{aligned}
 $$
@@ -419,7 +419,7 @@ $$
 $e = 0$ at a client's first participation (`first_participation='zero'`; `'w0'` starts
 $w_{\mathrm{old}} = w^0$). `perturbation='broadcast'` replaces $w_{\mathrm{old}} - w^t$ by the
 server's last change $w^{t-1} - w^t$, sent down with $w^t$ ($e = 0$ in round 0). $\rho$ = `rho`
-(0.05). $\eta_t$, $p_m$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
+({{rho}}). $\eta_t$, $p_m$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
     "fedlesam_d": r"""
 [FedLESAM](fedlesam.md) plus FedDyn's dual and proximal terms (at the unperturbed weights) and
@@ -428,7 +428,7 @@ participation) and $h_m$ (0 at start); from $w_{m,0} = w^t$ with a fresh optimis
 
 $$
 \begin{aligned}
-e &= \rho\, \frac{w_{\mathrm{old}} - w^t}{\lVert w_{\mathrm{old}} - w^t \rVert + 10^{-12}}\\
+e &= \rho\, \frac{w_{\mathrm{old}} - w^t}{\lVert w_{\mathrm{old}} - w^t \rVert + {{$core.tree.NORM_EPS}}}\\
 w_{m,k+1} &= w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_{m,k} + e; \xi) - h_m
 + \nabla R(w_{m,k} - w^t)\big)
 \end{aligned}
@@ -442,7 +442,7 @@ h \leftarrow h - \frac{\alpha}{M} \sum_{m \in N_t} \Delta_m,
 \qquad w^{t+1} = w^t + \sum_{m \in N_t} p_m \Delta_m - \frac{h}{\alpha}
 $$
 
-$\rho$ = `rho` (0.05), $\alpha$ = `alpha` (0.1), $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$
+$\rho$ = `rho` ({{rho}}), $\alpha$ = `alpha` ({{alpha}}), $R(v) = \frac{\alpha}{2} \lVert v \rVert^2$
 (`prox`, as for FedDyn). $e = 0$ at a first participation (`first_participation`);
 `perturbation='broadcast'` uses $w^{t-1} - w^t$ instead. $\eta_t$, $p_m$, $\mathrm{opt}$: as for
 [FedAvg](fedavg.md).
@@ -457,7 +457,7 @@ gradient, then updates its dual and uploads $w_k - \tilde w$:
 
 $$
 \begin{aligned}
-\tilde w &= w + \rho_s(t)\, \frac{\tilde D}{\lVert \tilde D \rVert + 10^{-12}}\\
+\tilde w &= w + \rho_s(t)\, \frac{\tilde D}{\lVert \tilde D \rVert + {{$core.tree.NORM_EPS}}}\\
 w_k &\leftarrow w_k - \eta_t\, \mathrm{opt}\Big(g - \sigma_k + \frac{w_k - \tilde w}{\beta}\Big),
 \qquad \sigma_k \leftarrow \sigma_k - \frac{w_k - \tilde w}{\beta}
 \end{aligned}
@@ -474,8 +474,8 @@ w &\leftarrow w - \eta_s \tilde D - \beta \sigma
 $$
 
 $g$: the gradient of `client_optimizer` (`'sgd'`; `'sam'`/`'asam'` at radius $\rho_l(t)$).
-$\rho_s(t)$, $\rho_l(t)$ reach `rho`, `rho_l` (0.15 each) by a linear ramp from `rho0` over
-`ramp_rounds` (0: constant). $\beta$ = `beta` (10), $\eta_s$ = `eta_s` (1). `admm=False` drops
+$\rho_s(t)$, $\rho_l(t)$ reach `rho`, `rho_l` ({{rho_l}} each) by a linear ramp from `rho0` over
+`ramp_rounds` ({{ramp_rounds}}: constant). $\beta$ = `beta` ({{beta}}), $\eta_s$ = `eta_s` ({{eta_s}}). `admm=False` drops
 the $\sigma$ and $\beta$ terms; `dual_scale='code'` divides the dual's sum by
 $\beta M \lvert S_t \rvert$. $\eta_t$, $p_k$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
@@ -493,7 +493,7 @@ round:
 
 $$
 \begin{aligned}
-\tilde w &= w + \rho_s(t)\, \frac{D}{\lVert D \rVert + 10^{-12}}\\
+\tilde w &= w + \rho_s(t)\, \frac{D}{\lVert D \rVert + {{$core.tree.NORM_EPS}}}\\
 w_k &\leftarrow w_k - \eta_t\, \mathrm{opt}\Big(g - \sigma_k + \frac{w_k - \tilde w}{\beta}\Big),
 \qquad \sigma_k \leftarrow \sigma_k - \frac{w_k - \tilde w}{\beta}\\
 \sigma &\leftarrow \sigma - \frac{1}{\beta M} \sum_{k \in S_t} (w_k - \tilde w),
@@ -503,7 +503,7 @@ w &\leftarrow w - \eta_s \tilde D - \beta \sigma
 $$
 
 Clients upload $w_k - w$ (exchange 0) and $w_k - \tilde w$ (exchange 1). $g$, $\rho_s(t)$,
-$\beta$ = `beta` (10), $\eta_s$ = `eta_s` (1), $M$ and the options: as for FedGloSS.
+$\beta$ = `beta` ({{beta}}), $\eta_s$ = `eta_s` ({{eta_s}}), $M$ and the options: as for FedGloSS.
 $\eta_t$, $p_k$, $\mathrm{opt}$: as for [FedAvg](fedavg.md).
 """,
     # -------------------------------------------------------------------------------- fed_gmt.py
@@ -532,8 +532,8 @@ e^{t+1} &= \alpha\, e^t + (1 - \alpha)\, w^{t+1}
 \end{aligned}
 $$
 
-KL: a mean over the batch's real examples (or loss tokens). Defaults: $\gamma$ = `gamma` (1),
-$\tau$ = `tau` (3), $\alpha$ = `alpha` (0.95), $\beta$ = `beta` (10). `tau_squared=False` drops
+KL: a mean over the batch's real examples (or loss tokens). Defaults: $\gamma$ = `gamma` ({{gamma}}),
+$\tau$ = `tau` ({{tau}}), $\alpha$ = `alpha` ({{alpha}}), $\beta$ = `beta` ({{beta}}). `tau_squared=False` drops
 the $\tau^2$; `admm=False` keeps $u_m = u = 0$; `bookkeeping='authors'` keeps $D_m = -\beta u_m$
 and $S = -\beta M u$ instead, equal up to rounding. $\eta_t$, $p_m$, $\mathrm{opt}$: as for
 [FedAvg](fedavg.md).
@@ -564,13 +564,13 @@ $$
 
 Before its first participation $e_m$ is the first $w^t$ it receives (`v2_ema_init`
 `'first_received'`: the first update gives $e_m = w^t$) or $w^0$ (`'w0'`). $\alpha$ = `alpha`
-(0.5); $\gamma$, $\tau$, $\beta$ and the options as for FedGMT. $\eta_t$, $p_m$, $\mathrm{opt}$:
+({{alpha}}); $\gamma$, $\tau$, $\beta$ and the options as for FedGMT. $\eta_t$, $p_m$, $\mathrm{opt}$:
 as for [FedAvg](fedavg.md).
 """,
     # ------------------------------------------------------------------------------ fed_wmsam.py
     "fedwmsam": r"""
 Server state: $x^r$, the momentum $\Delta$ in gradient units, the global control $c$, the weight
-$\alpha_r$ ($\alpha_0$ = `alpha`, 0.1) and a control $c_k$ per client (all vectors 0 at start).
+$\alpha_r$ ($\alpha_0$ = `alpha`, {{alpha}}) and a control $c_k$ per client (all vectors 0 at start).
 Client $k \in N_r$ receives $x^r$ and its personalized momentum, starts from
 $x_{k,0} = t_{k,0} = x^r$ with a fresh optimiser and, on each batch $\xi$ (one backward pass):
 
@@ -578,7 +578,7 @@ $$
 \begin{aligned}
 m_k &= \Delta + \frac{\alpha_r}{1 - \alpha_r}\, (c - c_k)\\
 \delta_b &= t_{k,b} - x_{k,b}, \qquad
-e_b = \rho\, \frac{\delta_b}{\lVert \delta_b \rVert + 10^{-7}}\\
+e_b = \rho\, \frac{\delta_b}{\lVert \delta_b \rVert + {{$algorithms.fed_wmsam.PERTURBATION_EPS}}}\\
 G &= \mathrm{clip}_{C}\big(\alpha_r\, \nabla f_k(x_{k,b} + e_b; \xi) + (1 - \alpha_r)\, m_k\big)\\
 x_{k,b+1} &= x_{k,b} - \eta_r\, \mathrm{opt}(G), \qquad t_{k,b+1} = t_{k,b} + m_k
 \end{aligned}
@@ -591,7 +591,7 @@ $$
 \begin{aligned}
 v_k &= \cos(\Delta_k, \Delta) + 1, \qquad
 \alpha_{r+1} = (1 - \lambda)\, \alpha_r + \lambda\, \min\Big(\max\Big(\tfrac{1}{|N_r|}
-\textstyle\sum_{k} v_k,\ 0.1\Big),\ 0.9\Big)\\
+\textstyle\sum_{k} v_k,\ {{$algorithms.fed_wmsam.ALPHA_HAT_BOUNDS.0}}\Big),\ {{$algorithms.fed_wmsam.ALPHA_HAT_BOUNDS.1}}\Big)\\
 c_k^+ &= c_k - c - \frac{\Delta_k}{K_k\, \eta_r}, \qquad
 c \leftarrow c + \frac{1}{M} \sum_{k \in N_r} (c_k^+ - c_k)\\
 \Delta &\leftarrow \gamma \sum_{k \in N_r} p_k\, \frac{x^r - x_{k,K_k}}{K_k\, \eta_r}, \qquad
@@ -599,12 +599,12 @@ x^{r+1} = \mathrm{ServerOpt}\Big(x^r; \sum_{k \in N_r} p_k\, (x^r - x_{k,K_k})\B
 \end{aligned}
 $$
 
-$\rho$ = `rho` (0.1); $\lambda$ = `alpha_smoothing` (0.01; 0 freezes $\alpha$); $\gamma$ =
-`momentum_decay` (0.998); $\mathrm{clip}_C(G) = G \min(1, C / \lVert G \rVert)$ with $C$ =
-`max_grad_norm` (10; 0: none); $\mathrm{opt}$: SGD with momentum `momentum` (0) and weight decay
-`weight_decay` (1e-3), not `local.momentum` / `local.weight_decay`. `variant='paper'` is the
+$\rho$ = `rho` ({{rho}}); $\lambda$ = `alpha_smoothing` ({{alpha_smoothing}}; 0 freezes $\alpha$); $\gamma$ =
+`momentum_decay` ({{momentum_decay}}); $\mathrm{clip}_C(G) = G \min\big(1, C / (\lVert G \rVert + {{$core.optimizers.CLIP_EPS}})\big)$ with $C$ =
+`max_grad_norm` ({{max_grad_norm}}; 0: none); $\mathrm{opt}$: SGD with momentum `momentum` ({{momentum}}) and weight decay
+`weight_decay` ({{weight_decay}}), not `local.momentum` / `local.weight_decay`. `variant='paper'` is the
 poster's $e_b$ above; `'code_intended'` is $-e_b$; `'code_exact'` shifts parameter tensor $i$ (of
-$P$, in leaf order) by the scalar $-\rho\, d_i / (\sum_{j<P} |d_j| + 10^{-7})$, $d$ the flattened
+$P$, in leaf order) by the scalar $-\rho\, d_i / (\sum_{j<P} |d_j| + {{$algorithms.fed_wmsam.PERTURBATION_EPS}})$, $d$ the flattened
 $\delta_b$, as the authors' code does. `control_variates=False` sets $m_k = \Delta$ (FedCM's
 base). $\eta_r$, $p_k$, $\mathrm{ServerOpt}$: as for [FedAvg](fedavg.md) (sgd, lr 1:
 $x^{r+1} = x^r + \sum_k p_k \Delta_k$).
@@ -619,7 +619,7 @@ batch for both passes):
 $$
 \begin{aligned}
 g &= \nabla f_m(w_{m,k}; \xi), \qquad
-w_a = w_{m,k} + \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+w_a = w_{m,k} + \rho\, \frac{g}{\lVert g \rVert + {{$core.tree.NORM_EPS}}}\\
 w_p &= c\, \tilde w^t + (1 - c)\, w_a, \qquad
 w_{m,k+1} = w_{m,k} - \eta_t\, \mathrm{opt}\big(\nabla f_m(w_p; \xi)\big)
 \end{aligned}
@@ -632,14 +632,14 @@ $$
 D_t &= \frac{1}{\lvert N_t \rvert} \sum_{m \in N_t} \lVert \Delta_m \rVert, \qquad
 c = \frac{1}{L} \sum_{s = t - L + 1}^{t} \mathbf{1}[D_s > T_D], \quad L = \min(t + 1, W)\\
 \Delta &= \sum_{m \in N_t} p_m \Delta_m, \qquad w^{t+1} = w^t - \Delta, \qquad
-\tilde w^{t+1} = w^{t+1} + \rho_g\, \frac{\Delta}{\lVert \Delta \rVert + 10^{-12}}
+\tilde w^{t+1} = w^{t+1} + \rho_g\, \frac{\Delta}{\lVert \Delta \rVert + {{$core.tree.NORM_EPS}}}
 \end{aligned}
 $$
 
 The new $c$ is used in round $t + 1$; round 0 ($c = 0$) is a FedSAM round. $\rho$ = `rho`
-(0.05), $\rho_g$ = `g_rho` (None: $\rho$), $T_D$ = `T_D` (0.2), $W$ = `W` (30). $c = 0$
+({{rho}}), $\rho_g$ = `g_rho` ({{g_rho}}: $\rho$), $T_D$ = `T_D` ({{T_D}}), $W$ = `W` ({{W}}). $c = 0$
 ($T_D$ above every divergence) is [FedSAM](fedsam.md) exactly. $\mathrm{opt}$: SGD with
-momentum `momentum` (0) and weight decay `weight_decay` ($4 \cdot 10^{-4}$); $p_m$: as for
+momentum `momentum` ({{momentum}}) and weight decay `weight_decay` ({{weight_decay}}); $p_m$: as for
 [FedAvg](fedavg.md).
 """,
     # ------------------------------------------------------------------------------- fed_nsam.py
@@ -651,7 +651,7 @@ clipped gradient:
 
 $$
 \begin{aligned}
-g &= \nabla f_m(y_k; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + 10^{-12}}\\
+g &= \nabla f_m(y_k; \xi), \qquad e = \rho\, \frac{g}{\lVert g \rVert + {{$core.tree.NORM_EPS}}}\\
 y_{k+1} &= y_k - \eta_t\, \mathrm{opt}\Big(\mathrm{clip}_C\big(\nabla f_m(y_k + e; \xi)\big)\Big)
 \end{aligned}
 $$
@@ -669,13 +669,13 @@ fixed by the momentum, with no SAM ascent and no clipping,
 
 $$
 y_{k+1} = y_k - \eta_t\, \mathrm{opt}\big(\nabla f_m(y_k + \gamma\, m^t
-- \beta\, \rho\, \tfrac{m^t}{\lVert m^t \rVert + 10^{-7}}; \xi)\big)
+- \beta\, \rho\, \tfrac{m^t}{\lVert m^t \rVert + {{$algorithms.fed_nsam.N4_NORM_EPS}}}; \xi)\big)
 $$
 
 with $\beta = 0$ (`n3`) or $\beta = 1$ (`n4`); they upload $y_{K_m} - w^t$ and use `n2`'s server.
-$\rho$ = `rho` (0.05), $\gamma$ = `gamma` (0.85); $\mathrm{clip}_C(v) = v \min(1, C / \lVert v \rVert)$,
-$C$ = `clip_norm` (None: 10 for `n1`/`n2`, off for `n3`/`n4`). $\mathrm{opt}$: SGD with momentum
-`momentum` (0) and weight decay `weight_decay` ($10^{-3}$). $\rho = \gamma = 0$ with
+$\rho$ = `rho` ({{rho}}), $\gamma$ = `gamma` ({{gamma}}); $\mathrm{clip}_C(v) = v \min\big(1, C / (\lVert v \rVert + {{$core.optimizers.CLIP_EPS}})\big)$,
+$C$ = `clip_norm` ({{clip_norm}}: 10 for `n1`/`n2`, off for `n3`/`n4`). $\mathrm{opt}$: SGD with momentum
+`momentum` ({{momentum}}) and weight decay `weight_decay` ({{weight_decay}}). $\rho = \gamma = 0$ with
 `clip_norm` = 0 is [FedAvg](fedavg.md) exactly; $p_m$: as for FedAvg.
 """,
     # ------------------------------------------------------- FedSWA family (fed_swa.py)
@@ -699,10 +699,10 @@ $$
 w^{t+1} = w^t - \alpha \sum_{m \in N_t} p_m \Delta_m
 $$
 
-$\mathrm{clip}_C(g) = g \min\big(1, C / (\lVert g \rVert + 10^{-6})\big)$, one global norm,
-$C$ = `clip_norm` (10; 0: none). $\mathrm{opt}$: SGD with momentum `momentum` (0) and coupled
-weight decay `weight_decay` ($10^{-3}$), the block's, not `config.local`'s. `variant='paper'`:
-$s = 1$, $\rho$ = `rho` (0.1), $\alpha$ = `alpha` (1.5); `'code'` (the authors' current code):
+$\mathrm{clip}_C(g) = g \min\big(1, C / (\lVert g \rVert + {{$core.optimizers.CLIP_EPS}})\big)$, one global norm,
+$C$ = `clip_norm` ({{clip_norm}}; 0: none). $\mathrm{opt}$: SGD with momentum `momentum` ({{momentum}}) and coupled
+weight decay `weight_decay` ({{weight_decay}}), the block's, not `config.local`'s. `variant='paper'`:
+$s = 1$, $\rho$ = `rho` ({{algorithms.fed_swa.FEDSWA_PRESETS.paper.rho}}), $\alpha$ = `alpha` ({{algorithms.fed_swa.FEDSWA_PRESETS.paper.alpha}}); `'code'` (the authors' current code):
 $s = 2$, $\rho = 0$, $\alpha = 1$. $\rho = 1$, $\alpha = 1$ is [FedAvg](fedavg.md). $\eta_t$,
 $p_m$: as for FedAvg.
 """,
@@ -732,9 +732,9 @@ w^{t+1} &= w^t - \alpha \sum_{i \in N_t} p_i\, (w^t - y_{i,K_i})
 \end{aligned}
 $$
 
-`variant='paper'`: $s = 1$, $\rho$ = `rho` (0.1), $\alpha$ = `alpha` (1.5), $\gamma$ = `gamma`
-(0.2). `'code'` (the authors' current code): a constant in-round rate ($\rho = 1$), $\alpha = 1$,
-$\gamma = 0.4$, and $\gamma = 1$ in round 0. With every client in every round,
+`variant='paper'`: $s = 1$, $\rho$ = `rho` ({{algorithms.fed_swa.FEDMOSWA_PRESETS.paper.rho}}), $\alpha$ = `alpha` ({{algorithms.fed_swa.FEDMOSWA_PRESETS.paper.alpha}}), $\gamma$ = `gamma`
+({{algorithms.fed_swa.FEDMOSWA_PRESETS.paper.gamma}}). `'code'` (the authors' current code): a constant in-round rate ($\rho = 1$), $\alpha = 1$,
+$\gamma = {{$algorithms.fed_swa.FEDMOSWA_PRESETS.code.gamma}}$, and $\gamma = 1$ in round 0. With every client in every round,
 $\gamma = \rho = \alpha = 1$ is [SCAFFOLD](scaffold.md). $\mathrm{clip}_C$, $\mathrm{opt}$: as
 for FedSWA; $\eta_t$, $p_i$: as for [FedAvg](fedavg.md).
 """,
@@ -763,8 +763,8 @@ z_{t+1} &= z_t + \beta\, (x_{t+1} - z_t)
 $$
 
 $P_Y$: the Euclidean projection onto $Y$; $p_i$: the aggregation weights. Defaults:
-$\eta_{xg}$ = `eta_xg` (1), $\eta_{yg}$ = `eta_yg` (1), $p$ = `p` (0: Local SGDA), $\beta$ =
-`beta` (0.1); $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`. The local steps shown
+$\eta_{xg}$ = `eta_xg` ({{eta_xg}}), $\eta_{yg}$ = `eta_yg` ({{eta_yg}}), $p$ = `p` ({{p}}: Local SGDA), $\beta$ =
+`beta` ({{beta}}); $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`. The local steps shown
 are the default plain SGD; `minimax.optimizer_x`/`optimizer_y` = `'adam'` makes them Adam steps.
 """,
     "local_sgda": r"""
@@ -808,7 +808,7 @@ x_{t+1} = \sum_i p_i\, x_{i,K}, \qquad y_{t+1} = \sum_i p_i\, y_{i,K},
 \qquad \tilde x \leftarrow x_{t+1} \ \text{ if } (t + 1) \bmod S = 0
 $$
 
-$S$ = `snapshot_every` (10; rounds, not local iterations: our reading). $P_Y$: the Euclidean
+$S$ = `snapshot_every` ({{snapshot_every}}; rounds, not local iterations: our reading). $P_Y$: the Euclidean
 projection onto $Y$; $p_i$: the aggregation weights; $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`,
 `minimax.lr_y`; plain SGD steps by default (`'adam'` per player makes them Adam steps).
 """,
@@ -836,7 +836,7 @@ y_{t+1} &= P_Y\Big(y_t + \gamma_y\, \tau_{\mathrm{eff}} \sum_i p_i\, h_{y,i}\Big
 \end{aligned}
 $$
 
-$\gamma_x$ = `gamma_x`, $\gamma_y$ = `gamma_y` (None: $\eta_{xl}$, $\eta_{yl}$, which is plain
+$\gamma_x$ = `gamma_x`, $\gamma_y$ = `gamma_y` ({{gamma_y}}: $\eta_{xl}$, $\eta_{yl}$, which is plain
 averaging when all $\tau_i$ are equal). $P_Y$: the Euclidean projection onto $Y$; $p_i$: the
 aggregation weights; $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`; plain SGD steps
 by default (`'adam'` per player makes them Adam steps).
@@ -865,7 +865,7 @@ y_{t+1} = P_Y\Big(y_t + \gamma_y\, \tau_{\mathrm{eff}} \sum_i p_i\, h_{y,i}\Big)
 \end{aligned}
 $$
 
-$S$ = `snapshot_every` (10); $\gamma_x$, $\gamma_y$ = `gamma_x`, `gamma_y` (None: $\eta_{xl}$,
+$S$ = `snapshot_every` ({{snapshot_every}}); $\gamma_x$, $\gamma_y$ = `gamma_x`, `gamma_y` ({{gamma_y}}: $\eta_{xl}$,
 $\eta_{yl}$). $P_Y$: the Euclidean projection onto $Y$; $p_i$: the aggregation weights;
 $\eta_{xl}$, $\eta_{yl}$ = `minimax.lr_x`, `minimax.lr_y`; plain SGD steps by default.
 """,

@@ -185,3 +185,23 @@ def test_every_sweepable_hyperparameter_reaches_the_algorithms_hparams():
       config_paths.get(c, parent)[leaf] = 0.3125 if value is None else 0.5 * value + 0.125
       after = registry.build_algorithm(c, apply_fn).hparams
       assert before.keys() == after.keys() and before != after, (name, path)
+
+
+@pytest.mark.parametrize("name,weighting", [("fedswa", "uniform"), ("fedmoswa", "uniform"),
+                                            ("fednsam", "uniform"), ("fedwmsam", "uniform"),
+                                            ("fedgf", "examples"), ("fedavg", "examples"),
+                                            ("fedgmt", "examples")])
+def test_auto_aggregation_is_each_algorithms_declared_weighting(name, weighting):
+  """'auto' resolves to the weighting of the source the algorithm follows (the authors' code
+  averages uniformly for FedSWA, FedMoSWA, FedNSAM and FedWMSAM; FedGF's weighs by examples),
+  'uniform' under DP, and `--print_config` says which and why. Deliberate bug caught: 'auto'
+  resolving to 'examples' for every algorithm without DP (what it did before)."""
+  c = config_lib.base_config()
+  c.algorithm.name = name
+  assert config_lib.prepare(c).aggregation == weighting
+  line = next(l for l in cli.format_config(c).splitlines() if l.startswith("aggregation ="))
+  assert f"here {weighting!r} ({name}'s default: " in line, line
+  c.dp.enabled = True
+  assert config_lib.prepare(c).aggregation == "uniform"
+  c.dp.enabled, c.aggregation = False, "examples"
+  assert config_lib.prepare(c).aggregation == "examples"

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.core import losses
+from fedjax_sharp.core import losses, tree
 from fedjax_sharp.core.optimizers import (ClientOptimizer, as_client_optimizer, local_sgd,
                                           with_learning_rate)
 
@@ -70,7 +70,7 @@ def step_metrics(loss, logits, batch) -> dict:
   y, mask = batch["y"], batch["mask"]
   n = losses.loss_count(y, mask)
   metrics = {"loss_sum": loss * n, "correct": losses.correct_count(logits, y, mask),
-             "examples": n, "steps": jnp.ones((), jnp.float32)}
+             "examples": n, "steps": jnp.ones((), tree.float_dtype())}
   if losses.is_per_token(y, mask):
     metrics["accuracy_tokens"] = losses.accuracy_count(y, mask)
   return metrics

@@ -81,5 +81,8 @@ def _client(config, name, *,
 
 
 registration.register("dp_fedsam", dp_fedsam, client=_client, private=True, title="DP-FedSAM",
-                      paper="Shi et al., CVPR 2023 (arXiv 2303.11242); code YMJS-Irfan/DP-FedSAM")
+                      paper="Shi et al., CVPR 2023 (arXiv 2303.11242); code YMJS-Irfan/DP-FedSAM",
+                      weighting="uniform",
+                      weighting_source="differential privacy (the sensitivity bound); the "
+                                       "authors' n_m / sum n is 1/m on their equal clients")
 build_dp_fedsam = registration.builder("dp_fedsam")

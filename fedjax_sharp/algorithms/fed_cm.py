@@ -82,7 +82,7 @@ def fed_cm(apply_fn: common.ApplyFn, client_optimizer,
   def client_finalize(state, bcast, client_state, client_info, round_info):
     w_global, _ = bcast
     return {"delta": tree.sub(w_global, state.params),
-            "num_steps": client_info.num_steps.astype(jnp.float32)}, client_state
+            "num_steps": client_info.num_steps.astype(tree.float_dtype())}, client_state
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     deltas_C = uploads_C["delta"]

@@ -90,7 +90,11 @@ def fed_dyn(apply_fn: common.ApplyFn, client_optimizer,
       communication=Communication(down=1, up=1), hparams=values)
 
 
-registration.register("feddyn", fed_dyn, title="FedDyn", paper="Acar et al., ICLR 2021")
+# The paper's Algorithm 1 averages uniformly; the specification weighs by examples.
+_WEIGHTING = (f"{registration.SPEC_WEIGHTING}; the paper's Algorithm 1 averages 1/|P_t| "
+              "(aggregation='uniform')")
+registration.register("feddyn", fed_dyn, title="FedDyn", paper="Acar et al., ICLR 2021",
+                      weighting_source=_WEIGHTING)
 build_fed_dyn = registration.builder("feddyn")
 
 
@@ -101,5 +105,6 @@ def _sam_client(config, name, *, rho: Annotated[float, Field(">= 0", "SAM radius
 
 
 registration.register("feddyn_sam", fed_dyn, client=_sam_client, title="FedDyn + SAM",
-                      paper="FedDyn (Acar et al.) with a SAM client optimiser")
+                      paper="FedDyn (Acar et al.) with a SAM client optimiser",
+                      weighting_source=_WEIGHTING)
 build_fed_dyn_sam = registration.builder("feddyn_sam")

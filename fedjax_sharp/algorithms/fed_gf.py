@@ -68,10 +68,10 @@ from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 class FedGFServerState:
   params: Any     # w^t
   perturbed: Any  # w~^t (= w^0 until the first update, when c is still 0)
-  c: Any          # float32 scalar, the weight of w~ in the clients' perturbation
-  window: Any     # float32 [W], the last W flags 1[D > T_D], newest last (zeros before)
+  c: Any          # scalar (the run's float dtype), the weight of w~ in the clients' perturbation
+  window: Any     # [W] (the run's float dtype), the last W flags 1[D > T_D], newest last (zeros before)
   filled: Any     # int32 scalar, min(rounds so far, W): the window's length
-  divergence: Any  # float32 scalar, the last round's D_t (0 before the first; recorded only)
+  divergence: Any  # scalar (the run's float dtype), the last round's D_t (0 before the first; recorded only)
 
 
 @flax.struct.dataclass
@@ -115,10 +115,11 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
     return hp["rho"] if g_rho is None else float(g_rho)
 
   def server_init(params):
-    return FedGFServerState(params=params, perturbed=params, c=jnp.zeros((), jnp.float32),
-                            window=jnp.zeros((window_size,), jnp.float32),
+    dtype = tree.float_dtype()
+    return FedGFServerState(params=params, perturbed=params, c=jnp.zeros((), dtype),
+                            window=jnp.zeros((window_size,), dtype),
                             filled=jnp.zeros((), jnp.int32),
-                            divergence=jnp.zeros((), jnp.float32))
+                            divergence=jnp.zeros((), dtype))
 
   def broadcast(server_state, round_info):
     return (server_state.params, server_state.perturbed, server_state.c)
@@ -155,7 +156,7 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
     params = tree.sub(server_state.params, mean_delta)
     perturbed = tree.add(params, sam.perturbation(mean_delta, global_radius(hp)))
     return FedGFServerState(params=params, perturbed=perturbed, c=c, window=window,
-                            filled=filled, divergence=divergence.astype(jnp.float32))
+                            filled=filled, divergence=divergence.astype(tree.float_dtype()))
 
   def round_stats(server_state):
     # metrics.jsonl per round: D_t of the round just run, and the c it set for the next round.
@@ -182,5 +183,8 @@ def _gf_client(config, name, *, momentum: registration.OwnMomentum = 0.0,
 
 registration.register("fedgf", fed_gf, client=_gf_client, title="FedGF",
                       paper='Lee and Yoon, "Rethinking the Flat Minima Searching in Federated '
-                            'Learning", ICML 2024')
+                            'Learning", ICML 2024',
+                      weighting="examples",
+                      weighting_source="the authors' code: n_m / sum n (FedLab's FedAvg "
+                                       "aggregator, aggregator.py)")
 build_fed_gf = registration.builder("fedgf")

@@ -248,9 +248,14 @@ _PAPER = (
     '"One Arrow, Two Hawks: Sharpness-aware Minimization for Federated Learning via '
     'Global Model Trajectory"')
 
+# Algorithm 1 averages uniformly; the specification weighs by examples.
+_WEIGHTING = (f"{registration.SPEC_WEIGHTING}; the paper's Algorithm 1 averages 1/|N_t| "
+              "(aggregation='uniform')")
 registration.register("fedgmt", fed_gmt, client="sgd", title="FedGMT",
-                      paper=f"Li et al., {_PAPER}, ICML 2025, Algorithm 1")
+                      paper=f"Li et al., {_PAPER}, ICML 2025, Algorithm 1",
+                      weighting_source=_WEIGHTING)
 registration.register("fedgmt_v2", fed_gmt_v2, client="sgd", title="FedGMT-v2",
-                      paper=f"Li et al., {_PAPER}, ICML 2025, Section 3.3")
+                      paper=f"Li et al., {_PAPER}, ICML 2025, Section 3.3",
+                      weighting_source=_WEIGHTING)
 build_fed_gmt = registration.builder("fedgmt")
 build_fed_gmt_v2 = registration.builder("fedgmt_v2")

@@ -193,5 +193,8 @@ def _nsam_client(config, name, *, momentum: registration.OwnMomentum = 0.0,
 
 registration.register("fednsam", fed_nsam, client=_nsam_client, title="FedNSAM",
                       paper='Liu et al., "FedNSAM: Consistency of Local and Global Flatness for '
-                            'Federated Learning", arXiv:2602.23827, 2026')
+                            'Federated Learning", arXiv:2602.23827, 2026',
+                      weighting="uniform",
+                      weighting_source="the authors' code: 1/|N_t| over the cohort "
+                                       "(junkangLiu0/FedSWA, apply_weights_avgACG)")
 build_fed_nsam = registration.builder("fednsam")

@@ -114,21 +114,22 @@ class SWALocalState:
   params: Any      # y_k
   opt_state: Any   # local optimiser state (reset every round; its learning rate set per step)
   step: Any        # int32 k, the real steps taken so far
-  num_steps: Any   # float32 K_m
+  num_steps: Any   # K_m (the run's float dtype)
   correction: Any  # FedMoSWA: m - c_i, constant during the round; () for FedSWA
 
 
 def swa_learning_rate(eta, k, num_steps, rho, peak: float = 1.0):
   """`peak * eta * (1 - (1 - rho) k / K)`: linear from `peak * eta` at k = 0 towards
   `peak * rho * eta` at k = K (exactly `peak * eta` for every k when rho = 1)."""
-  frac = jnp.asarray(k, jnp.float32) / jnp.maximum(jnp.asarray(num_steps, jnp.float32), 1.0)
+  dtype = tree.float_dtype()
+  frac = jnp.asarray(k, dtype) / jnp.maximum(jnp.asarray(num_steps, dtype), 1.0)
   return peak * eta * (1.0 - (1.0 - rho) * frac)
 
 
 def swa_learning_rate_sum(eta, num_steps, rho, peak: float = 1.0):
   """`sum_{k<K} swa_learning_rate(...) = peak * eta * (K (1 + rho) + (1 - rho)) / 2`
   (K >= 1; K = 0 counts as 1, a client that took no step uploads a zero delta)."""
-  k = jnp.maximum(jnp.asarray(num_steps, jnp.float32), 1.0)
+  k = jnp.maximum(jnp.asarray(num_steps, tree.float_dtype()), 1.0)
   return peak * eta * (k * (1.0 + rho) + (1.0 - rho)) / 2.0
 
 
@@ -163,7 +164,7 @@ def _swa_algorithm(apply_fn, client_optimizer, *, controls: bool, variant: str, 
     correction = scaffold.control_correction(bcast[1], c_m) if controls else ()
     return SWALocalState(params=w_global, opt_state=opt.init(w_global, round_info.learning_rate),
                          step=jnp.zeros((), jnp.int32),
-                         num_steps=client_info.num_steps.astype(jnp.float32),
+                         num_steps=client_info.num_steps.astype(tree.float_dtype()),
                          correction=correction)
 
   def local_step(state, batch, key, round_info):
@@ -202,7 +203,7 @@ def _swa_algorithm(apply_fn, client_optimizer, *, controls: bool, variant: str, 
     gamma = hp["gamma"]
     if first_round_mean:
       gamma = jnp.where(round_info.round == 0, jnp.ones_like(gamma), gamma)
-    cohort = jnp.maximum(jnp.sum(mask_C.astype(jnp.float32)), 1.0)
+    cohort = jnp.maximum(jnp.sum(mask_C.astype(tree.float_dtype())), 1.0)
     control = tree.axpy(gamma / cohort, tree.weighted_sum(control_uploads_C, mask_C),
                         server_state.control)
     return scaffold.ScaffoldServerState(
@@ -242,6 +243,11 @@ def fed_moswa(apply_fn: common.ApplyFn, client_optimizer, rho: Rho = None, alpha
                         peak=p["peak"], name=name)
 
 
+# The authors' code averages the cohort's updates with 1/(M C) (its clients hold equal data).
+_UNIFORM = ("the authors' code: 1/|N_t| over the cohort (junkangLiu0/FedSWA, "
+            "apply_weights_avgSWA)")
+
+
 def _swa_client(config, name, *,
                 momentum: Annotated[float, Field(
                     "[0, 1)", "client momentum (the authors' code has none: it rebuilds its SGD "
@@ -264,9 +270,11 @@ _PAPER = ('"Improving Generalization in Federated Learning with Highly Heterogen
           'Momentum-Based Stochastic Controlled Weight Averaging"')
 
 registration.register("fedswa", fed_swa, client=_swa_client, server_step="algorithm.fedswa.alpha",
-                      title="FedSWA", paper=f"Liu et al., {_PAPER}, ICML 2025")
+                      title="FedSWA", paper=f"Liu et al., {_PAPER}, ICML 2025",
+                      weighting="uniform", weighting_source=_UNIFORM)
 registration.register("fedmoswa", fed_moswa, client=_swa_client,
                       server_step="algorithm.fedmoswa.alpha", title="FedMoSWA",
-                      paper=f"Liu et al., {_PAPER}, ICML 2025")
+                      paper=f"Liu et al., {_PAPER}, ICML 2025", weighting="uniform",
+                      weighting_source=_UNIFORM)
 build_fed_swa = registration.builder("fedswa")
 build_fed_moswa = registration.builder("fedmoswa")

@@ -113,7 +113,7 @@ class FedWMSAMServerState:
   model: common.ServerState  # x^r and the server optimiser's state
   momentum: Any              # Delta, gradient units
   control: Any               # c (zeros, unused, when control_variates=False)
-  alpha: jax.Array           # alpha_r, float32 scalar
+  alpha: jax.Array           # alpha_r, a scalar in the run's float dtype
 
   @property
   def params(self):
@@ -200,7 +200,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
     return FedWMSAMServerState(model=common.server_opt_init(server_optimizer, params),
                                momentum=tree.zeros_like(params),
                                control=tree.zeros_like(params),
-                               alpha=jnp.asarray(alpha0, jnp.float32))
+                               alpha=jnp.asarray(alpha0, tree.float_dtype()))
 
   def client_state_init(params):
     return tree.zeros_like(params) if control_variates else ()
@@ -231,7 +231,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
     x, momentum, c, _ = bcast
     delta = tree.sub(x, state.params)                       # x^r - x_K = -Delta_k
     upload = {"delta": delta,
-              "num_steps": client_info.num_steps.astype(jnp.float32),
+              "num_steps": client_info.num_steps.astype(tree.float_dtype()),
               "value": alignment_value(tree.scale(-1.0, delta), momentum)}
     if not control_variates:
       return upload, c_k
@@ -241,7 +241,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     deltas_C = uploads_C["delta"]
-    mask = mask_C.astype(jnp.float32)
+    mask = mask_C.astype(tree.float_dtype())
     value = (jnp.sum(jnp.where(mask > 0, uploads_C["value"], 0.0))
              / jnp.maximum(jnp.sum(mask), 1.0))            # uniform mean over the cohort
     a = server_state.alpha
@@ -254,7 +254,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
     model = common.server_opt_step(server_optimizer, server_state.model,
                                    tree.weighted_sum(deltas_C, weights_C))
     return FedWMSAMServerState(model=model, momentum=momentum, control=control,
-                               alpha=a.astype(jnp.float32))
+                               alpha=a.astype(tree.float_dtype()))
 
   return FederatedAlgorithm(
       name=name, server_init=server_init, client_state_init=client_state_init,
@@ -278,5 +278,8 @@ def _client(config, name, *, momentum: registration.OwnMomentum = 0.0,
 
 registration.register("fedwmsam", fed_wmsam, client=_client, server=True, title="FedWMSAM",
                       paper='Li et al., "Fast & Flat Federated Learning via Weighted Momentum '
-                            'and Sharpness-Aware Minimization", NeurIPS 2025')
+                            'and Sharpness-Aware Minimization", NeurIPS 2025',
+                      weighting="uniform",
+                      weighting_source="the authors' code: torch.mean over the cohort "
+                                       "(FedWMSAM.py, global_update)")
 build_fed_wmsam = registration.builder("fedwmsam")

@@ -78,7 +78,7 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
     return MimeLiteLocalState(
         params=w_global, opt_state=opt.init(w_global, round_info.learning_rate),
         anchor=w_global, momentum=momentum, grad_sum=tree.zeros_like(w_global),
-        examples=jnp.zeros((), jnp.float32), step=jnp.zeros((), jnp.int32),
+        examples=jnp.zeros((), tree.float_dtype()), step=jnp.zeros((), jnp.int32),
         num_examples=client_info.num_examples)
 
   def local_step(state, batch, key, round_info):
@@ -89,7 +89,7 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
     # Full-batch gradient at x^t over the first epoch (masked mean per batch -> weighted sum).
     batch_size = batch["mask"].shape[0]
     first_epoch = state.step < jnp.ceil(state.num_examples / batch_size).astype(jnp.int32)
-    n = jnp.sum(batch["mask"].astype(jnp.float32))
+    n = jnp.sum(batch["mask"].astype(tree.float_dtype()))
     # Computed on every step and masked (not lax.cond): XLA's CPU backend runs convolutions
     # inside conditionals as slowly as inside loops (8.7x FedAvg's round, measured), and under
     # vmap a cond becomes a select that computes both branches anyway.

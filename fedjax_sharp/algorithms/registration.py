@@ -37,6 +37,13 @@ from fedjax_sharp.core.algorithm import FederatedAlgorithm
 from fedjax_sharp.errors import ConfigError
 
 
+# Client weightings an algorithm may declare as its default (where `aggregation='auto'` resolves
+# without DP; under DP 'uniform', which the sensitivity bound needs).
+WEIGHTINGS = ("examples", "uniform")
+# Why an algorithm weighs by examples unless it says otherwise.
+SPEC_WEIGHTING = "p_m = n_m / sum n, the specification's aggregation (FedAvg's)"
+
+
 # The client momentum of algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
 # MimeLite: 0), so the FedGMT setting's local.momentum = 0.9 never leaks into them.
 OwnMomentum = Annotated[float, Field("[0, 1)", "client momentum (the paper's; local.momentum is "
@@ -92,6 +99,10 @@ class Registration:
   # The algorithm applies its own client-level DP (DP-FedSAM): `dp.enabled` is refused with it,
   # and the run accounts for its mechanism (`core.privacy`).
   private: bool = False
+  # Where `aggregation='auto'` resolves without DP ('examples' | 'uniform'), and why: the source
+  # the algorithm follows (its paper where it states one, else its authors' code).
+  weighting: str = "examples"
+  weighting_source: str = SPEC_WEIGHTING
 
   @property
   def prefix(self) -> str:
@@ -159,7 +170,8 @@ ALGORITHMS: dict[str, Registration] = {}
 def register(name: str, factory: Callable | None = None, *, client: Callable | str = "local",
              server: bool = False, server_step: str | None = None,
              fixed: Mapping[str, Any] | None = None, title: str = "", paper: str = "",
-             private: bool = False):
+             private: bool = False, weighting: str = "examples",
+             weighting_source: str = SPEC_WEIGHTING):
   """Registers `factory` as `config.algorithm.name=<name>`; usable as a decorator.
 
   Args:
@@ -173,17 +185,24 @@ def register(name: str, factory: Callable | None = None, *, client: Callable | s
     title: the algorithm's display name on the generated docs page (`docs/gen_algorithm_pages.py`).
     paper: the paper it follows, for the same page.
     private: the factory applies its own client-level DP (`core.privacy.with_dp`).
+    weighting: the client weighting `aggregation='auto'` gives without DP: 'examples'
+      (n_m / sum n) or 'uniform' (1/m), the choice of the source the algorithm follows.
+    weighting_source: that source, in a few words (the docs' table of algorithms shows it).
   Returns:
     the factory (unchanged), so that it can decorate.
   """
   if factory is None:
     return functools.partial(register, name, client=client, server=server,
                              server_step=server_step, fixed=fixed, title=title, paper=paper,
-                             private=private)
+                             private=private, weighting=weighting,
+                             weighting_source=weighting_source)
   if isinstance(client, str):
     client = getattr(client_optimizers, client)
+  if weighting not in WEIGHTINGS:
+    raise ValueError(f"register({name!r}): weighting={weighting!r} is not one of "
+                     f"{list(WEIGHTINGS)}")
   ALGORITHMS[name] = Registration(name, factory, client, server, server_step, dict(fixed or {}),
-                                  title or name, paper, private)
+                                  title or name, paper, private, weighting, weighting_source)
   return factory
 
 

@@ -61,7 +61,7 @@ def control_correction(c, c_m):
 
 def constant_step_sum(client_info, round_info):
   """`K_m eta_t`: the sum of a client's local learning rates at the round's constant rate."""
-  return jnp.maximum(client_info.num_steps, 1).astype(jnp.float32) * round_info.learning_rate
+  return jnp.maximum(client_info.num_steps, 1).astype(tree.float_dtype()) * round_info.learning_rate
 
 
 def option_ii_control_delta(delta, c, step_sum):

@@ -38,6 +38,8 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from fedjax_sharp.core import tree
+
 Params = Any
 PyTree = Any
 
@@ -54,26 +56,35 @@ def _no_hparams():
 class RoundInfo:
   """Per-round scalars shared by all clients (traced: changing them never recompiles)."""
   round: jax.Array          # int32, 0-based round index t
-  learning_rate: jax.Array  # float32, client learning rate eta_t of this round
+  learning_rate: jax.Array  # client learning rate eta_t of this round (the run's float dtype)
   num_clients: int = flax.struct.field(pytree_node=False, default=1)  # M, all clients
   # int32 exchange index within the round (0 .. exchanges - 1; set by the engine).
   phase: jax.Array = flax.struct.field(default_factory=_zero_phase)
-  # {name: float32 scalar}: the algorithm's hyperparameters this round (set by the engine from
-  # `FederatedAlgorithm.hparams`, or one sweep lane's values; empty: the algorithm's own).
+  # {name: scalar}: the algorithm's hyperparameters this round, in the run's float dtype (set by
+  # the engine from `FederatedAlgorithm.hparams`, or one sweep lane's values; empty: the
+  # algorithm's own).
   hparams: dict = flax.struct.field(default_factory=_no_hparams)
   # The round's PRNG key `fold_in(train_key, round)` (set by the engine after its prepare step;
   # None outside the engine). What the differential-privacy wrapper (`core.privacy`) derives its
   # own noise stream from, so that a resumed run draws the same noise.
   key: jax.Array | None = None
 
+  @classmethod
+  def at(cls, round_idx, learning_rate, num_clients: int = 1, **fields) -> "RoundInfo":
+    """Round `round_idx` at client learning rate `learning_rate`, both as round data: an int32
+    round and a weakly typed learning rate in the run's float dtype (`tree.as_float`: float64
+    under jax_enable_x64)."""
+    return cls(round=jnp.int32(round_idx), learning_rate=tree.as_float(learning_rate),
+               num_clients=int(num_clients), **fields)
+
 
 @flax.struct.dataclass
 class ClientInfo:
   """Per-client scalars of the round."""
   client_id: jax.Array      # int32 index into the [M, ...] client-state table
-  num_examples: jax.Array   # float32 n_m
+  num_examples: jax.Array   # n_m (the run's float dtype)
   num_steps: jax.Array      # int32 K_m, the number of real (unmasked) local steps
-  weight: jax.Array         # float32 aggregation weight (0 for a padding client)
+  weight: jax.Array         # aggregation weight (0 for a padding client; the run's float dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fedjax_sharp.core import tree
 from fedjax_sharp.core.engine import Cohort
 
 STREAM_SAMPLING = 1
@@ -116,7 +117,8 @@ class CohortSampler:
     s, b = self.max_steps, self.batch_size
     batch_idx = np.zeros((size, s, b), np.int32)
     example_mask = np.zeros((size, s, b), bool)
-    num_examples = np.zeros((size,), np.float32)
+    dtype = tree.float_dtype()   # float64 under jax_enable_x64: the weights stay exact
+    num_examples = np.zeros((size,), dtype)
     client_ids = np.full((size,), self.num_clients, np.int32)  # padding id M: dropped on scatter
     for c, cid in enumerate(ids):
       batch_idx[c], example_mask[c] = self.client_plan(int(cid), round_idx)
@@ -125,7 +127,7 @@ class CohortSampler:
     if self.weighting == "examples":
       weights = num_examples / num_examples[:num_real].sum()
     else:
-      weights = np.where(np.arange(size) < num_real, 1.0 / num_real, 0.0).astype(np.float32)
-    return Cohort(client_ids=client_ids, weights=weights.astype(np.float32),
+      weights = np.where(np.arange(size) < num_real, 1.0 / num_real, 0.0)
+    return Cohort(client_ids=client_ids, weights=weights.astype(dtype),
                   num_examples=num_examples, batch_idx=batch_idx, example_mask=example_mask,
                   step_mask=example_mask.any(axis=2))

@@ -47,8 +47,8 @@ class Cohort:
   weight 0 and all-False masks.
   """
   client_ids: jax.Array      # int32 [C]
-  weights: jax.Array         # float32 [C], normalised aggregation weights
-  num_examples: jax.Array    # float32 [C]
+  weights: jax.Array         # float [C] (the run's float dtype), normalised aggregation weights
+  num_examples: jax.Array    # float [C]
   batch_idx: jax.Array       # int32 [C, S, B] indices into the training arrays
   example_mask: jax.Array    # bool [C, S, B]
   step_mask: jax.Array       # bool [C, S]
@@ -242,7 +242,8 @@ class RoundEngine:
 
   def _with_hparams(self, round_info: RoundInfo) -> RoundInfo:
     """`round_info` carrying the algorithm's hyperparameters (`FederatedAlgorithm.hparams`) as
-    traced float32 scalars, the caller's own values first."""
+    traced scalars in the run's float dtype (`core.hparams.as_arrays`), the caller's own values
+    first."""
     return round_info.replace(hparams=as_arrays({**self.algorithm.hparams,
                                                  **round_info.hparams}))
 
@@ -273,7 +274,7 @@ class RoundEngine:
                        f"chunked_vmap | unrolled), not {self.execution.client_strategy!r}")
     if self.client_table != "device":
       raise ValueError("a sweep needs engine.client_table='device'")
-    learning_rates = jnp.asarray(learning_rates, jnp.float32)
+    learning_rates = tree.as_float(learning_rates)
     unknown = sorted(set(hparams or {}) - set(self.algorithm.hparams))
     if unknown:
       raise ValueError(f"sweep: algorithm {self.algorithm.name!r} has no hyperparameters "
@@ -318,7 +319,7 @@ class RoundEngine:
     if isinstance(client_table, HostClientTable):
       raise ValueError("repeat_rounds needs the device client table (engine.client_table)")
     return self._jit_repeat(server_state, client_table, data, cohort, jnp.int32(first_round),
-                            int(num_rounds), jnp.float32(learning_rate), key,
+                            int(num_rounds), tree.as_float(learning_rate), key,
                             as_arrays(self.algorithm.hparams))
 
   def _repeat(self, server_state, client_table, data, cohort, first_round, num_rounds,
@@ -426,7 +427,7 @@ class RoundEngine:
               round_info: RoundInfo):
     """Aggregation + server update, scatter of client state, metric sums over real clients."""
     uploads, new_states, metrics_C = client_outputs
-    client_mask = (cohort.weights > 0).astype(jnp.float32)
+    client_mask = (cohort.weights > 0).astype(cohort.weights.dtype)
     new_server_state = self.algorithm.server_update(server_state, uploads, cohort.weights,
                                                     client_mask, round_info)
     new_table = _scatter_rows(client_table, cohort.table_rows, new_states)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import jax.numpy as jnp
+from fedjax_sharp.core import tree
 
 
 def of(round_info, values: Mapping[str, float]) -> dict:
@@ -27,5 +27,8 @@ def of(round_info, values: Mapping[str, float]) -> dict:
 
 
 def as_arrays(values: Mapping[str, float]) -> dict:
-  """{name: float32 scalar}: the form `RoundInfo.hparams` carries."""
-  return {k: jnp.asarray(v, jnp.float32) for k, v in values.items()}
+  """{name: scalar}: the form `RoundInfo.hparams` carries, weakly typed in the run's float dtype
+  (`tree.as_float`: float64 under jax_enable_x64, so a float64 run is exact; a float32 model
+  stays float32). Values that are already JAX arrays (a caller's traced values, a sweep's
+  stacked lanes) keep their dtype."""
+  return {k: tree.as_float(v) for k, v in values.items()}

@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from fedjax_sharp.core import tree
+
 IGNORE = -1   # a per-token target counted nowhere (padding)
 
 
@@ -96,13 +98,15 @@ def accuracy_mask(labels, mask):
 
 
 def loss_count(labels, mask):
-  """The loss's denominator (float32): real examples, or the tokens counted in the loss."""
-  return jnp.sum(loss_mask(labels, mask).astype(jnp.float32))
+  """The loss's denominator (the run's float dtype): real examples, or the tokens counted in
+  the loss."""
+  return jnp.sum(loss_mask(labels, mask).astype(tree.float_dtype()))
 
 
 def accuracy_count(labels, mask):
-  """The accuracy's denominator (float32): real examples, or the tokens counted in it."""
-  return jnp.sum(accuracy_mask(labels, mask).astype(jnp.float32))
+  """The accuracy's denominator (the run's float dtype): real examples, or the tokens counted
+  in it."""
+  return jnp.sum(accuracy_mask(labels, mask).astype(tree.float_dtype()))
 
 
 def _masked_mean(values, mask):
@@ -136,9 +140,9 @@ def tempered_kl(teacher_logits, student_logits, tau: float, mask):
 
 
 def correct_count(logits, labels, mask):
-  """Right predictions among what `accuracy_mask` counts (float32)."""
+  """Right predictions among what `accuracy_mask` counts (the run's float dtype)."""
   return jnp.sum((jnp.argmax(logits, axis=-1) == labels)
-                 * accuracy_mask(labels, mask).astype(jnp.float32))
+                 * accuracy_mask(labels, mask).astype(tree.float_dtype()))
 
 
 def not_true_logits(logits, labels):

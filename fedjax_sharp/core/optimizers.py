@@ -43,12 +43,15 @@ def local_sgd(momentum: float = 0.9, weight_decay: float = 1e-5,
   return optax.inject_hyperparams(make)(learning_rate=0.0)
 
 
+CLIP_EPS = 1e-6   # PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6)
+
+
 def clip_by_global_norm(grads, max_norm: float):
-  """PyTorch's `clip_grad_norm_`: `grads * min(1, max_norm / (||grads|| + 1e-6))`, one global L2
-  norm over the pytree; `max_norm <= 0` returns `grads` unchanged (no clipping)."""
+  """PyTorch's `clip_grad_norm_`: `grads * min(1, max_norm / (||grads|| + CLIP_EPS))`, one global
+  L2 norm over the pytree; `max_norm <= 0` returns `grads` unchanged (no clipping)."""
   if max_norm <= 0:
     return grads
-  factor = jnp.minimum(1.0, max_norm / (tree.global_norm(grads) + 1e-6))
+  factor = jnp.minimum(1.0, max_norm / (tree.global_norm(grads) + CLIP_EPS))
   return jax.tree.map(lambda g: (factor * g).astype(g.dtype), grads)
 
 
@@ -109,7 +112,7 @@ class ClientOptimizer:
     if callable(self.rho):
       return self.rho(round_idx)
     rho = self.rho if round_info is None else round_info.hparams.get("rho", self.rho)
-    return jnp.asarray(rho, jnp.float32)
+    return tree.as_float(rho)
 
   def init(self, params, learning_rate):
     return with_learning_rate(self.tx.init(params), learning_rate)

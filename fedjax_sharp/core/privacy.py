@@ -110,19 +110,20 @@ def clip(upload, clip_norm: float, mode: str = "global"):
   if math.isinf(clip_norm):
     return upload
   leaves, treedef = jax.tree.flatten(upload)
-  tiny = jnp.finfo(jnp.float32).tiny
+
+  def square_sum(x):   # in float32 at least (a bfloat16 upload), float64 in a float64 run
+    return jnp.sum(jnp.square(x.astype(jnp.promote_types(x.dtype, jnp.float32))))
 
   def factor(sq):
-    return jnp.minimum(1.0, clip_norm / jnp.maximum(jnp.sqrt(sq), tiny))
+    return jnp.minimum(1.0, clip_norm / jnp.maximum(jnp.sqrt(sq), jnp.finfo(sq.dtype).tiny))
 
   if mode == "global":
-    sq = sum((jnp.sum(jnp.square(x.astype(jnp.float32))) for x in leaves if tree.is_float(x)),
-             jnp.zeros((), jnp.float32))
+    sq = sum((square_sum(x) for x in leaves if tree.is_float(x)),
+             jnp.zeros((), tree.float_dtype()))
     f = factor(sq)
     out = [x * f.astype(x.dtype) if tree.is_float(x) else x for x in leaves]
   elif mode == "per_tensor":
-    out = [x * factor(jnp.sum(jnp.square(x.astype(jnp.float32)))).astype(x.dtype)
-           if tree.is_float(x) else x for x in leaves]
+    out = [x * factor(square_sum(x)).astype(x.dtype) if tree.is_float(x) else x for x in leaves]
   else:
     raise ValueError(f"dp.clip={mode!r} is not one of {list(CLIPS)}")
   return jax.tree.unflatten(treedef, out)
@@ -189,10 +190,10 @@ def upload_shape(algorithm: FederatedAlgorithm, params):
   from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo  # pylint: disable=g-import-not-at-top
 
   def one(params):
-    info = RoundInfo(round=jnp.int32(0), learning_rate=jnp.float32(0.1),
-                     key=jax.random.key(0))
-    client = ClientInfo(client_id=jnp.int32(0), num_examples=jnp.float32(1),
-                        num_steps=jnp.int32(1), weight=jnp.float32(1))
+    info = RoundInfo.at(0, 0.1, key=jax.random.key(0))
+    one_ = jnp.ones((), tree.float_dtype())
+    client = ClientInfo(client_id=jnp.int32(0), num_examples=one_, num_steps=jnp.int32(1),
+                        weight=one_)
     bcast = algorithm.broadcast(algorithm.server_init(params), info)
     state = algorithm.client_state_init(params)
     local = algorithm.client_init(bcast, state, client, info)

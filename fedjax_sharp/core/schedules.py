@@ -13,11 +13,13 @@ from typing import Callable
 
 import jax.numpy as jnp
 
+from fedjax_sharp.core import tree
+
 Schedule = Callable[[object], object]
 
 
 def constant(value: float) -> Schedule:
-  return lambda t: jnp.asarray(value, jnp.float32)
+  return lambda t: tree.as_float(value)
 
 
 def linear_ramp(target: float, initial: float = 0.001, ramp_rounds: int = 0) -> Schedule:
@@ -26,8 +28,8 @@ def linear_ramp(target: float, initial: float = 0.001, ramp_rounds: int = 0) -> 
     return constant(target)
 
   def schedule(t):
-    frac = jnp.clip(jnp.asarray(t, jnp.float32) / ramp_rounds, 0.0, 1.0)
-    return jnp.asarray(initial + (target - initial) * frac, jnp.float32)
+    frac = jnp.clip(jnp.asarray(t, tree.float_dtype()) / ramp_rounds, 0.0, 1.0)
+    return initial + (target - initial) * frac
   return schedule
 
 
@@ -43,6 +45,7 @@ def fedgloss_code_server_rho(target: float, client_target: float, initial: float
 
   def schedule(t):
     t = jnp.asarray(t, jnp.int32)
-    return jnp.where(t == 0, jnp.float32(initial),
-                     jnp.where(t <= ramp_rounds, jnp.float32(ramp_value), jnp.float32(target)))
+    value = lambda v: jnp.asarray(v, tree.float_dtype())
+    return jnp.where(t == 0, value(initial),
+                     jnp.where(t <= ramp_rounds, value(ramp_value), value(target)))
   return schedule

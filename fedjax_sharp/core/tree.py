@@ -1,14 +1,39 @@
-"""Pytree arithmetic used by the algorithms and the engine.
+"""Pytree arithmetic used by the algorithms and the engine, and the run's float dtype.
 
 All norms are one global L2 norm over the whole pytree (never per layer), and every
 normalisation is guarded: `v / (||v|| + eps)`, so a zero vector gives a zero step.
+
+Every scalar the library derives from a config value (a hyperparameter, the learning rate, an
+aggregation weight, a clip bound) is computed in the run's float dtype (`float_dtype`: float64
+under `jax_enable_x64`, float32 otherwise), so that a float64 run is float64 throughout: a
+float32 cast of a hyperparameter moves a float64 round by ~1e-8, which an exactness check in
+float64 sees. `as_float` makes such a scalar weakly typed, so that it takes the dtype of the
+state it meets (a float32 model under x64 stays float32; bfloat16 activations stay bfloat16).
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 NORM_EPS = 1e-12
+
+
+def float_dtype() -> jnp.dtype:
+  """The run's float dtype: float64 under `jax_enable_x64` (read at call time, so
+  `jax.enable_x64` contexts count), float32 otherwise."""
+  return jnp.dtype(jax.dtypes.canonicalize_dtype(jnp.float64))
+
+
+def as_float(value) -> jax.Array:
+  """`value` as a weakly typed float scalar (or stack of scalars) in the run's float dtype: what
+  round data (`RoundInfo.learning_rate`, `RoundInfo.hparams`) carries. A JAX array passes with
+  its own dtype (a caller's traced value)."""
+  if isinstance(value, jax.Array):
+    return value
+  if np.ndim(value) == 0:
+    return jnp.asarray(float(value))   # a Python float: weakly typed, float_dtype()
+  return jnp.stack([as_float(v) for v in value])
 
 
 def add(a, b):
@@ -34,7 +59,7 @@ def zeros_like(a):
 
 def vdot(a, b) -> jax.Array:
   leaves = jax.tree.leaves(jax.tree.map(lambda x, y: jnp.vdot(x, y), a, b))
-  return sum(leaves, jnp.zeros((), jnp.float32))
+  return sum(leaves, jnp.zeros((), float_dtype()))
 
 
 def global_norm(a) -> jax.Array:

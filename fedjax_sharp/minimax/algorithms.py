@@ -113,14 +113,14 @@ def minimax_algorithm(task, optimizers: PlayerOptimizers, *, rule: str = "fess_g
       g_y = task.gradients({"x": state.snapshot, "y": state.params["y"]}, batch, key)[0]["y"]
     x, o_x = opt_x.apply(state.params["x"], state.opt_x, grads["x"])
     y, o_y = opt_y.apply(state.params["y"], state.opt_y, tree.scale(-1.0, g_y))  # ascent
-    n = jnp.sum(batch["mask"].astype(jnp.float32))
-    metrics = {"loss_sum": value * n, "examples": n, "steps": jnp.ones((), jnp.float32)}
+    n = jnp.sum(batch["mask"].astype(tree.float_dtype()))
+    metrics = {"loss_sum": value * n, "examples": n, "steps": jnp.ones((), n.dtype)}
     return state.replace(params={"x": x, "y": project(y)}, opt_x=o_x, opt_y=o_y), metrics
 
   def client_finalize(state, bcast, client_state, client_info, round_info):
     params, _ = bcast
     return {"delta": tree.sub(state.params, params),
-            "steps": client_info.num_steps.astype(jnp.float32)}, client_state
+            "steps": client_info.num_steps.astype(tree.float_dtype())}, client_state
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     x_t, y_t = server_state.params["x"], server_state.params["y"]

@@ -202,11 +202,16 @@ def field_docs() -> dict[str, str]:
 
 
 def format_config(config) -> str:
-  """Every field of the resolved config with its value and its own doc."""
+  """Every field of the config with its value and its own doc; a field left at 'auto' also
+  says what it resolves to for this config on this backend (and, for `aggregation`, why)."""
   docs = field_docs()
+  resolved = dict(_flat_items(config_lib.resolved_setting(config)))
   out = io.StringIO()
   for key, node in _flat_items(config):
     doc = docs.get(key, "")
+    if node == "auto" and resolved.get(key, node) != node:
+      why = (f" ({config_lib.aggregation_choice(config)[1]})" if key == "aggregation" else "")
+      doc = f"here {resolved[key]!r}{why}; {doc}"
     out.write(f"{key} = {node!r}" + (f"    # {doc}" if doc else "") + "\n")
   return out.getvalue()
 

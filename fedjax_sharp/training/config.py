@@ -13,6 +13,7 @@ from ml_collections import config_dict
 from fedjax_sharp.models import registry
 from fedjax_sharp.training.fields import DECLARED, SECTIONS, is_minimax, validate
 from fedjax_sharp.training.fields import aggregation as resolved_aggregation
+from fedjax_sharp.training.fields import aggregation_choice  # noqa: F401 (re-exported)
 
 # The docs of the base fields (`--print_config`, `--list_fields`), from their declarations
 # (`training.fields`); the algorithm blocks' fields are documented by their factories.

@@ -93,9 +93,7 @@ class Experiment:
     return self.config.local.lr * self.config.local.lr_decay ** round_idx
 
   def round_info(self, round_idx: int) -> RoundInfo:
-    return RoundInfo(round=jnp.int32(round_idx),
-                     learning_rate=jnp.float32(self.learning_rate(round_idx)),
-                     num_clients=len(self.client_indices))
+    return RoundInfo.at(round_idx, self.learning_rate(round_idx), len(self.client_indices))
 
 
 def make_evaluator(apply_fn, x_test, y_test, preprocess, batch_size: int):

@@ -46,7 +46,8 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         clients_per_round=(10, ">= 1", "clients sampled each round"),
         aggregation=("auto", ("auto", "examples", "uniform"),
                      "client weights: 'examples' (n_m / sum n) | 'uniform' | 'auto' ('uniform' "
-                     "with differential privacy, else 'examples')"),
+                     "with differential privacy, else the algorithm's own: "
+                     "docs/algorithms/index.md)"),
         log_every=(1, ">= 1", "progress line every k rounds"),
         checkpoint_every=(0, ">= 0", "> 0: save server + client state every k rounds (workdir)"),
         checkpoint_keep=(2, ">= 1", "checkpoints kept under <workdir>/checkpoints (orbax)"),
@@ -372,12 +373,24 @@ def private(config) -> bool:
 
 
 def aggregation(config) -> str:
-  """`aggregation` with 'auto' resolved: 'uniform' under differential privacy, else
-  'examples'."""
+  """`aggregation` with 'auto' resolved (`aggregation_choice`)."""
+  return aggregation_choice(config)[0]
+
+
+def aggregation_choice(config) -> tuple[str, str]:
+  """(weighting, why): `aggregation` as set, or 'auto' resolved: 'uniform' under differential
+  privacy, else the selected algorithm's own default (`register(..., weighting=...)`: the source
+  it follows), 'examples' for the minimax algorithms."""
   value = str(config.aggregation)
   if value != "auto":
-    return value
-  return "uniform" if private(config) else "examples"
+    return value, "as set"
+  if private(config):
+    return "uniform", "differential privacy (the sensitivity bound needs uniform weights)"
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  name = config.algorithm.name
+  if not is_minimax(config) and name in ALGORITHMS:
+    return ALGORITHMS[name].weighting, f"{name}'s default: {ALGORITHMS[name].weighting_source}"
+  return "examples", "the default weighting"
 
 
 @rule

@@ -184,8 +184,7 @@ def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
   def local_train(p, m):
     server, table = engine.init(p)
     cohort = exp.sampler.build(last, client_ids=[m])
-    info = RoundInfo(jnp.int32(last), jnp.float32(exp.learning_rate(last)),
-                     len(exp.client_indices))
+    info = RoundInfo.at(last, exp.learning_rate(last), len(exp.client_indices))
     server, _, _ = engine.round(server, table, data, cohort, info, train_key)
     return local_alg.eval_params(server)
 

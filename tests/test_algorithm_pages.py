@@ -1,0 +1,108 @@
+"""The algorithm pages cannot state a number the code does not use.
+
+`docs/update_rules.py` writes every default and every constant of a formula as a placeholder
+(`{{rho}}`, `{{$core.tree.NORM_EPS}}`) that `docs/gen_algorithm_pages.py` fills from the code; the
+defaults table comes from the factory's signature; `test_docs.py` checks the pages are current.
+Here: no rule writes a number by hand, every number a page (rule or notes) gives for a field is
+the code's default, and each page's weighting is the registry's.
+
+Deliberate bugs each catches (checked once): a rule stating `rho` (0.1) by hand where the code's
+default is 0.01 (the FedWMSAM page before); a clip formula written with `10^{-6}` by hand; a
+module docstring naming `alpha`, 0.2 against a default of 0.1; a placeholder of a constant that
+does not exist; the index table not showing the registry's weighting.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+
+import pytest
+
+from fedjax_sharp.algorithms.registry import ALGORITHMS
+from fedjax_sharp.algorithms.hyperparameters import fields
+from fedjax_sharp.minimax import algorithms as minimax
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "docs"))
+import gen_algorithm_pages as gen  # noqa: E402  pylint: disable=wrong-import-position
+from update_rules import RULES  # noqa: E402  pylint: disable=wrong-import-position
+
+# A number that is not a plain integer: a decimal, a power of ten, e-notation.
+NON_INTEGER = re.compile(r"(?<![\w{^_.])(?:[0-9]+\.[0-9]+|10\^\{-?[0-9]+\}|[0-9.]+e-?[0-9]+)")
+# A field followed by its value: "`rho` (0.05", "`alpha`, 0.1", "`weight_decay` ($10^{-3}$".
+FIELD_VALUE = re.compile(r"`(\w+)`\s*(?:\(|,)\s*(\$[0-9][^$]*\$|[0-9][0-9.e-]*|None)")
+
+
+def declared(name) -> dict:
+  return {k: h.default for k, h in (ALGORITHMS[name].fields() if name in ALGORITHMS
+                                     else fields(minimax.FACTORIES[name])).items()}
+
+
+def parse_number(text: str):
+  text = text.strip("$").rstrip(".")
+  if text == "None":
+    return None
+  m = re.fullmatch(r"(?:([0-9.]+)\s*\\cdot\s*)?10\^\{(-?[0-9]+)\}", text)
+  if m:
+    return float(m.group(1) or 1) * 10.0 ** int(m.group(2))
+  return float(text)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_rules_write_numbers_only_as_placeholders(name):
+  text = gen.PLACEHOLDER.sub("", RULES[name])
+  assert not NON_INTEGER.findall(text), (
+      f"docs/update_rules.py, {name}: write {NON_INTEGER.findall(text)} as placeholders "
+      f"({{{{field}}}} or {{{{$module.CONSTANT}}}}) so the page shows the code's value")
+  by_hand = [m.group(0) for m in FIELD_VALUE.finditer(text) if m.group(1) in declared(name)]
+  assert not by_hand, f"{name}: defaults written by hand: {by_hand}"
+
+
+def test_every_number_a_page_states_for_a_field_is_the_codes_default():
+  """The rendered rules and the module docstrings (the pages' notes)."""
+  checked = 0
+  for name in sorted(RULES):
+    defaults = declared(name)
+    module = (importlib.import_module(ALGORITHMS[name].factory.__module__) if name in ALGORITHMS
+              else minimax)
+    text = (gen.render_rule(RULES[name], defaults) + "\n"
+            + (inspect.getdoc(module) if name in ALGORITHMS else ""))
+    for m in FIELD_VALUE.finditer(text):
+      field, stated = m.group(1), m.group(2)
+      if field not in defaults or defaults[field] is None:
+        continue   # a preset's value: its placeholder names the constant
+      assert parse_number(stated) == pytest.approx(float(defaults[field]), rel=1e-12), (
+          f"{name}: the page says `{field}` {stated}, the code's default is {defaults[field]}")
+      checked += 1
+  assert checked > 60
+
+
+def test_placeholders_render_the_codes_values():
+  from fedjax_sharp.core import optimizers, tree  # pylint: disable=g-import-not-at-top
+  assert gen.tex_number(1e-12, math=True) == "10^{-12}"
+  assert gen.tex_number(4e-4) == "$4 \\cdot 10^{-4}$"
+  assert gen.tex_number(0.05) == "0.05" and gen.tex_number(10.0) == "10"
+  assert gen.render_rule("{{$core.tree.NORM_EPS}} {{rho}}", {"rho": 0.01}) == "10^{-12} 0.01"
+  assert tree.NORM_EPS == 1e-12 and optimizers.CLIP_EPS == 1e-6
+  assert gen.render_rule("{{algorithms.fed_wmsam.ALPHA_HAT_BOUNDS.1}}", {}) == "0.9"
+  with pytest.raises(SystemExit, match="nor a constant"):
+    gen.render_rule("{{core.tree.NO_SUCH}}", {})
+  pages = gen.build_pages()
+  # The clip formulas carry the code's guard (they left it out before).
+  for name in ("fednsam", "fedwmsam", "fedswa"):
+    assert "+ 10^{-6})" in pages[f"{name}.md"], name
+
+
+def test_the_index_and_each_page_give_the_registrys_weighting():
+  pages = gen.build_pages()
+  for name, r in ALGORITHMS.items():
+    row = next(line for line in pages["index.md"].splitlines() if f"[`{name}`]" in line)
+    assert f"| {r.weighting}: " in row, row
+    assert f"(the default): '{r.weighting}'" in pages[f"{name}.md"], name
+  assert {n: r.weighting for n, r in ALGORITHMS.items()
+          if n in ("fedswa", "fedmoswa", "fednsam", "fedwmsam", "fedgf")} == {
+              "fedswa": "uniform", "fedmoswa": "uniform", "fednsam": "uniform",
+              "fedwmsam": "uniform", "fedgf": "examples"}
