@@ -210,15 +210,18 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
 
 
 def _softmax_regression_hutchinson(run_dir, examples, probes):
-  """(trace estimate, its standard error) that `analyse.py --parts=sharpness` should store for
-  the linear model of `_tiny_run_config` saved in `run_dir`, recomputed in float64 NumPy: the
+  """(trace estimate, its standard error) of Hutchinson's estimator (default key) on the first
+  `examples` test examples for the final linear model of a `_tiny_run_config` run saved in
+  `run_dir`, as `analyse.py --parts=sharpness` stores it and the training loop logs it,
+  recomputed in float64 NumPy: the
   Hessian of the mean cross-entropy of softmax regression in the direction v is
   mean_n [sum_k p_nk u_nk^2 - (sum_k p_nk u_nk)^2], u_n = V^T x_n + v_b the change of the
   logits along v; probe i is Rademacher from fold_in(key(0), i) over the flat parameters;
   the standard error is the probes' sample standard deviation / sqrt(probes).
 
-  Deliberate bugs it catches: a stored standard error divided by n instead of sqrt(n) (or
-  any other value than the estimate's), a stored trace of other probes or examples."""
+  Deliberate bugs it catches: a stored standard error divided by n instead of sqrt(n), or
+  with ddof=0 (a factor sqrt(2) at two probes); a trace of other probes, examples or
+  parameters."""
   from jax.flatten_util import ravel_pytree
   from fedjax_sharp.training import loop
   exp = loop.build_experiment(_tiny_run_config())
@@ -318,6 +321,8 @@ def test_analysis_during_training_is_logged(tmp_path):
   assert logged == [1, 2]                 # every 2nd round and the last
   last = records[-1]
   assert last["lambda_max"] > 0 and np.isfinite(last["hessian_trace"])
+  trace, _ = _softmax_regression_hutchinson(tmp_path, examples=200, probes=4)
+  assert last["hessian_trace"] == pytest.approx(trace, rel=1e-4)   # the final model's
   assert last["client_acc_p10"] <= last["client_acc_p50"] <= last["client_acc_p90"]
   assert last["client_acc_worst"] <= last["client_acc_p10"]
   assert "participation_gap" in last
