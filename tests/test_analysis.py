@@ -213,11 +213,10 @@ def _softmax_regression_hutchinson(run_dir, examples, probes):
   """(trace estimate, its standard error) of Hutchinson's estimator (default key) on the first
   `examples` test examples for the final linear model of a `_tiny_run_config` run saved in
   `run_dir`, as `analyse.py --parts=sharpness` stores it and the training loop logs it,
-  recomputed in float64 NumPy: the
-  Hessian of the mean cross-entropy of softmax regression in the direction v is
-  mean_n [sum_k p_nk u_nk^2 - (sum_k p_nk u_nk)^2], u_n = V^T x_n + v_b the change of the
-  logits along v; probe i is Rademacher from fold_in(key(0), i) over the flat parameters;
-  the standard error is the probes' sample standard deviation / sqrt(probes).
+  recomputed in float64 NumPy: the Hessian of the mean cross-entropy of softmax regression in
+  the direction v is mean_n [sum_k p_nk u_nk^2 - (sum_k p_nk u_nk)^2], u_n = V^T x_n + v_b
+  the change of the logits along v; probe i is Rademacher from fold_in(key(0), i) over the
+  flat parameters; the standard error is the probes' sample standard deviation / sqrt(probes).
 
   Deliberate bugs it catches: a stored standard error divided by n instead of sqrt(n), or
   with ddof=0 (a factor sqrt(2) at two probes); a trace of other probes, examples or
