@@ -209,6 +209,31 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
   assert np.load(tmp_path / "s0" / "landscape.npz")["loss"].shape == (3, 3)
 
 
+def _softmax_regression_final(run_dir, examples):
+  """(final parameters, float64 flat inputs, softmax probabilities) of the linear model of a
+  `_tiny_run_config` run saved in `run_dir` on the first `examples` test examples."""
+  from fedjax_sharp.training import loop
+  exp = loop.build_experiment(_tiny_run_config())
+  params = loop.load_params(str(run_dir / loop.FINAL_PARAMS), exp.init_params)
+  x = np.asarray(exp.eval_preprocess(exp.dataset.x_test[:examples], None), np.float64)
+  x = x.reshape(examples, -1)
+  logits = x @ np.asarray(params["out"]["kernel"], np.float64) + np.asarray(
+      params["out"]["bias"], np.float64)
+  prob = np.exp(logits - logits.max(1, keepdims=True))
+  return params, x, prob / prob.sum(1, keepdims=True)
+
+
+def _softmax_regression_top_eigenvalue(run_dir, examples):
+  """The top eigenvalue of the dense float64 Hessian of that model's mean cross-entropy:
+  mean_n [x_n; 1][x_n; 1]^T (x) (diag p_n - p_n p_n^T)."""
+  _, x, prob = _softmax_regression_final(run_dir, examples)
+  x1 = np.concatenate([x, np.ones((len(x), 1))], 1)
+  curvature = prob[:, :, None] * np.eye(prob.shape[1]) - prob[:, :, None] * prob[:, None, :]
+  hessian = np.einsum("ni,nj,nkl->ikjl", x1, x1, curvature, optimize=True) / len(x)
+  size = x1.shape[1] * prob.shape[1]
+  return float(np.linalg.eigvalsh(hessian.reshape(size, size))[-1])
+
+
 def _softmax_regression_hutchinson(run_dir, examples, probes):
   """(trace estimate, its standard error) of Hutchinson's estimator (default key) on the first
   `examples` test examples for the final linear model of a `_tiny_run_config` run saved in
@@ -222,15 +247,7 @@ def _softmax_regression_hutchinson(run_dir, examples, probes):
   with ddof=0 (a factor sqrt(2) at two probes); a trace of other probes, examples or
   parameters."""
   from jax.flatten_util import ravel_pytree
-  from fedjax_sharp.training import loop
-  exp = loop.build_experiment(_tiny_run_config())
-  params = loop.load_params(str(run_dir / loop.FINAL_PARAMS), exp.init_params)
-  x = np.asarray(exp.eval_preprocess(exp.dataset.x_test[:examples], None), np.float64)
-  x = x.reshape(examples, -1)
-  kernel = np.asarray(params["out"]["kernel"], np.float64)
-  logits = x @ kernel + np.asarray(params["out"]["bias"], np.float64)
-  prob = np.exp(logits - logits.max(1, keepdims=True))
-  prob /= prob.sum(1, keepdims=True)
+  params, x, prob = _softmax_regression_final(run_dir, examples)
   flat, unravel = ravel_pytree(params)
   forms = []
   for i in range(probes):
@@ -322,6 +339,8 @@ def test_analysis_during_training_is_logged(tmp_path):
   assert last["lambda_max"] > 0 and np.isfinite(last["hessian_trace"])
   trace, _ = _softmax_regression_hutchinson(tmp_path, examples=200, probes=4)
   assert last["hessian_trace"] == pytest.approx(trace, rel=1e-4)   # the final model's
+  # 5 power iterations: a Rayleigh quotient, at most the top eigenvalue (a factor 2 exceeds it).
+  assert last["lambda_max"] <= _softmax_regression_top_eigenvalue(tmp_path, 200) * (1 + 1e-5)
   assert last["client_acc_p10"] <= last["client_acc_p50"] <= last["client_acc_p90"]
   assert last["client_acc_worst"] <= last["client_acc_p10"]
   assert "participation_gap" in last
