@@ -227,10 +227,12 @@ def _softmax_regression_top_eigenvalue(run_dir, examples):
   """The top eigenvalue of the dense float64 Hessian of that model's mean cross-entropy:
   mean_n [x_n; 1][x_n; 1]^T (x) (diag p_n - p_n p_n^T)."""
   _, x, prob = _softmax_regression_final(run_dir, examples)
-  x1 = np.concatenate([x, np.ones((len(x), 1))], 1)
-  curvature = prob[:, :, None] * np.eye(prob.shape[1]) - prob[:, :, None] * prob[:, None, :]
-  hessian = np.einsum("ni,nj,nkl->ikjl", x1, x1, curvature, optimize=True) / len(x)
-  size = x1.shape[1] * prob.shape[1]
+  n, k = prob.shape
+  x1 = np.concatenate([x, np.ones((n, 1))], 1)
+  curvature = prob[:, :, None] * np.eye(k) - prob[:, :, None] * prob[:, None, :]
+  hessian = (x1[:, :, None] * x1[:, None, :]).reshape(n, -1).T @ curvature.reshape(n, -1) / n
+  size = x1.shape[1] * k           # rows (i, j, k, l) -> ((i, k), (j, l)): a Kronecker product
+  hessian = hessian.reshape(x1.shape[1], x1.shape[1], k, k).transpose(0, 2, 1, 3)
   return float(np.linalg.eigvalsh(hessian.reshape(size, size))[-1])
 
 
