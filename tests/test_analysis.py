@@ -1,4 +1,5 @@
 """Analysis toolbox: formulas checked against closed forms and hand-made data."""
+import itertools
 import os
 
 import jax
@@ -33,18 +34,39 @@ PARAMS = {"u": jnp.array([0.3, -1.0]), "v": jnp.array([[0.5, 2.0], [-0.7, 0.1]])
 
 
 def test_hutchinson_trace_of_a_known_hessian():
+  """The estimate and its standard error against their exact laws: for a 6 x 6 Hessian A, the
+  64 Rademacher probes enumerated give the distribution of v^T A v (mean tr A, variance
+  2 sum_{i != j} A_ij^2, fourth central moment mu4). With n probes the mean lies within Z
+  standard errors sqrt(var / n) of tr A, and stderr^2 * n (the sample variance) within Z
+  standard errors sqrt(mu4 / n - var^2 (n - 3) / (n (n - 1))) of var (Z = 4.5; the key is
+  fixed).
+
+  Deliberate bugs it catches: the standard error divided by n instead of sqrt(n) (63x too
+  small), or not divided at all; a probe's quadratic form off by a factor; basis probes
+  reporting a nonzero standard error."""
   a = spd(6)
   loss_fn = quadratic(a, np.zeros(6))
-  est = sharpness.hutchinson_trace(loss_fn, PARAMS, BATCHES, num_probes=4000, chunk=500,
+  n = 4000
+  est = sharpness.hutchinson_trace(loss_fn, PARAMS, BATCHES, num_probes=n, chunk=500,
                                    key=jax.random.key(3))
   assert est["trace"] == pytest.approx(np.trace(a), rel=0.02)
   assert 0 < est["stderr"] < 0.02 * np.trace(a)
+  probes = np.array(list(itertools.product([-1.0, 1.0], repeat=6)))
+  forms = np.einsum("pi,ij,pj->p", probes, a, probes)     # every Rademacher probe, equally likely
+  var, mu4 = forms.var(), np.mean((forms - forms.mean()) ** 4)
+  assert forms.mean() == pytest.approx(np.trace(a), rel=1e-12)
+  assert var == pytest.approx(2 * np.sum((a - np.diag(np.diag(a))) ** 2), rel=1e-12)
+  z = 4.5
+  assert abs(est["trace"] - np.trace(a)) <= z * np.sqrt(var / n)
+  sample_var = est["stderr"] ** 2 * n
+  assert abs(sample_var - var) <= z * np.sqrt(mu4 / n - var ** 2 * (n - 3) / (n * (n - 1)))
+  assert est["num_probes"] == n
   # Basis probes give the trace exactly (for any Hessian, so also a diagonal one).
   diag = np.diag([0.5, 1.0, 2.0, -0.3, 4.0, 1.5])
   exact = sharpness.hutchinson_trace(quadratic(diag, np.ones(6)), PARAMS, BATCHES,
                                      probes="basis", chunk=4)
   assert exact["trace"] == pytest.approx(np.trace(diag), abs=1e-5)
-  assert exact["num_probes"] == 6
+  assert exact["num_probes"] == 6 and exact["stderr"] == 0.0
   with pytest.raises(ValueError, match="probes"):
     sharpness.hutchinson_trace(loss_fn, PARAMS, BATCHES, probes="gaussian")
 
@@ -187,6 +209,57 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
   assert np.load(tmp_path / "s0" / "landscape.npz")["loss"].shape == (3, 3)
 
 
+def _softmax_regression_final(run_dir, examples):
+  """(final parameters, float64 flat inputs, softmax probabilities) of the linear model of a
+  `_tiny_run_config` run saved in `run_dir` on the first `examples` test examples."""
+  from fedjax_sharp.training import loop
+  exp = loop.build_experiment(_tiny_run_config())
+  params = loop.load_params(str(run_dir / loop.FINAL_PARAMS), exp.init_params)
+  x = np.asarray(exp.eval_preprocess(exp.dataset.x_test[:examples], None), np.float64)
+  x = x.reshape(examples, -1)
+  logits = x @ np.asarray(params["out"]["kernel"], np.float64) + np.asarray(
+      params["out"]["bias"], np.float64)
+  prob = np.exp(logits - logits.max(1, keepdims=True))
+  return params, x, prob / prob.sum(1, keepdims=True)
+
+
+def _softmax_regression_top_eigenvalue(run_dir, examples):
+  """The top eigenvalue of the dense float64 Hessian of that model's mean cross-entropy:
+  mean_n [x_n; 1][x_n; 1]^T (x) (diag p_n - p_n p_n^T)."""
+  _, x, prob = _softmax_regression_final(run_dir, examples)
+  n, k = prob.shape
+  x1 = np.concatenate([x, np.ones((n, 1))], 1)
+  curvature = prob[:, :, None] * np.eye(k) - prob[:, :, None] * prob[:, None, :]
+  hessian = (x1[:, :, None] * x1[:, None, :]).reshape(n, -1).T @ curvature.reshape(n, -1) / n
+  size = x1.shape[1] * k           # rows (i, j, k, l) -> ((i, k), (j, l)): a Kronecker product
+  hessian = hessian.reshape(x1.shape[1], x1.shape[1], k, k).transpose(0, 2, 1, 3)
+  return float(np.linalg.eigvalsh(hessian.reshape(size, size))[-1])
+
+
+def _softmax_regression_hutchinson(run_dir, examples, probes):
+  """(trace estimate, its standard error) of Hutchinson's estimator (default key) on the first
+  `examples` test examples for the final linear model of a `_tiny_run_config` run saved in
+  `run_dir`, as `analyse.py --parts=sharpness` stores it and the training loop logs it,
+  recomputed in float64 NumPy: the Hessian of the mean cross-entropy of softmax regression in
+  the direction v is mean_n [sum_k p_nk u_nk^2 - (sum_k p_nk u_nk)^2], u_n = V^T x_n + v_b
+  the change of the logits along v; probe i is Rademacher from fold_in(key(0), i) over the
+  flat parameters; the standard error is the probes' sample standard deviation / sqrt(probes).
+
+  Deliberate bugs it catches: a stored standard error divided by n instead of sqrt(n), or
+  with ddof=0 (a factor sqrt(2) at two probes); a trace of other probes, examples or
+  parameters."""
+  from jax.flatten_util import ravel_pytree
+  params, x, prob = _softmax_regression_final(run_dir, examples)
+  flat, unravel = ravel_pytree(params)
+  forms = []
+  for i in range(probes):
+    v = unravel(jax.random.rademacher(jax.random.fold_in(jax.random.key(0), i), flat.shape,
+                                      flat.dtype))
+    u = x @ np.asarray(v["out"]["kernel"], np.float64) + np.asarray(v["out"]["bias"], np.float64)
+    forms.append(np.mean((prob * u ** 2).sum(1) - (prob * u).sum(1) ** 2))
+  return float(np.mean(forms)), float(np.std(forms, ddof=1) / np.sqrt(probes))
+
+
 def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
   import json
   import sys
@@ -207,6 +280,9 @@ def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
   stored = json.load(open(run_dir / "analysis.json"))
   assert set(stored) == {"final_sharpness", "final_clients", "final_global_local"}
   assert stored["final_sharpness"]["trace_probes"] == 2
+  trace, stderr = _softmax_regression_hutchinson(run_dir, examples=100, probes=2)
+  assert stored["final_sharpness"]["hessian_trace"] == pytest.approx(trace, rel=1e-4)
+  assert stored["final_sharpness"]["hessian_trace_stderr"] == pytest.approx(stderr, rel=1e-4)
   assert stored["final_global_local"]["clients"] == [0, 1]
   assert json.load(open(run_dir / "hessian.json"))["final"]["iters"] == 3
   # --check: the landscape is missing, so asking for every part fails and names it.
@@ -263,6 +339,10 @@ def test_analysis_during_training_is_logged(tmp_path):
   assert logged == [1, 2]                 # every 2nd round and the last
   last = records[-1]
   assert last["lambda_max"] > 0 and np.isfinite(last["hessian_trace"])
+  trace, _ = _softmax_regression_hutchinson(tmp_path, examples=200, probes=4)
+  assert last["hessian_trace"] == pytest.approx(trace, rel=1e-4)   # the final model's
+  # 5 power iterations: a Rayleigh quotient, at most the top eigenvalue (a factor 2 exceeds it).
+  assert last["lambda_max"] <= _softmax_regression_top_eigenvalue(tmp_path, 200) * (1 + 1e-5)
   assert last["client_acc_p10"] <= last["client_acc_p50"] <= last["client_acc_p90"]
   assert last["client_acc_worst"] <= last["client_acc_p10"]
   assert "participation_gap" in last

@@ -84,7 +84,45 @@ def test_per_example_crops_are_windows_of_the_padded_image_and_differ():
   assert all(f is not None for f in found), "output is not a crop (+flip) of the padded input"
   assert len({f[:2] for f in found}) > 5  # independent offsets
   assert len({f[2] for f in found}) == 2  # independent flips
-  assert all(0 <= dy <= 2 * pad and 0 <= dx <= 2 * pad for dy, dx, _ in found)
+
+
+@pytest.mark.parametrize("per_example", [True, False])
+def test_crop_offsets_and_flips_are_uniform_over_the_full_range(per_example):
+  """N = 2000 draws of one image (per example: one batch of N copies; per batch: N keys, vmapped)
+  are each exactly one of the 2 x (2 pad + 1)^2 crops of the padded image (the slice
+  padded[dy:dy + H, dx:dx + W], flipped or not), every offset 0..2 pad is reached on both
+  axes, and the counts are uniform: each of the 25 offset pairs Binomial(N, 1/25), each value
+  of dy and of dx Binomial(N, 1/5), the flips Binomial(N, 1/2), all within Z = 4.5 standard
+  deviations (the keys are fixed).
+
+  Deliberate bugs it catches: offsets drawn from [0, pad] (or [0, 2 pad - 1]) instead of
+  [0, 2 pad]; a crop that is not the padded image's slice at its offset (a shifted, or
+  unpadded, window); dy and dx one draw; a flip probability other than 1/2 (0.4 is 9
+  standard deviations off)."""
+  n, pad, z = 2000, 2, 4.5
+  img = images(batch=1)
+  if per_example:
+    out = crop_flip(jax.random.key(11), np.broadcast_to(img, (n, H, W, C)), pad=pad)
+  else:
+    keys = jax.random.split(jax.random.key(11), n)
+    out = jax.jit(jax.vmap(lambda k: data.random_crop_flip(k, img, pad=pad,
+                                                           per_example=False)))(keys)[:, 0]
+  padded = np.pad(img[0], ((pad, pad), (pad, pad), (0, 0)))
+  side = 2 * pad + 1
+  outcomes = [(dy, dx, f) for dy in range(side) for dx in range(side) for f in (False, True)]
+  crops = np.stack([padded[dy:dy + H, dx:dx + W][:, ::-1 if f else 1]
+                    for dy, dx, f in outcomes])
+  assert len(np.unique(crops.reshape(len(outcomes), -1), axis=0)) == len(outcomes)
+  match = np.all(np.asarray(out)[:, None] == crops[None], axis=(2, 3, 4))   # [n, outcomes]
+  assert np.all(match.sum(1) == 1), "a draw is not a crop (+ flip) of the padded image"
+  dy, dx, flipped = np.array(outcomes)[match.argmax(1)].T
+  np.testing.assert_array_equal(np.unique(dy), np.arange(side))
+  np.testing.assert_array_equal(np.unique(dx), np.arange(side))
+  for counts, p in ((np.bincount(dy * side + dx, minlength=side * side), 1 / side ** 2),
+                    (np.bincount(dy, minlength=side), 1 / side),
+                    (np.bincount(dx, minlength=side), 1 / side),
+                    (np.bincount(flipped, minlength=2), 1 / 2)):
+    assert np.all(np.abs(counts - n * p) <= z * np.sqrt(n * p * (1 - p))), counts
 
 
 def test_batch_draw_is_shared_across_examples():

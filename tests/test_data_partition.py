@@ -149,6 +149,105 @@ def test_smaller_alpha_gives_more_skew(mode):
 
 
 # ---------------------------------------------------------------------------------------
+# The Dirichlet draws against their distribution's moments.
+# ---------------------------------------------------------------------------------------
+# A sample mean of N independent values lies within Z standard errors of its expectation
+# (standard error: the values' sample standard deviation / sqrt(N)) but for a chance of about
+# 7e-6 per comparison at Z = 4.5 (normal approximation), under 2e-4 for the ~20 comparisons of
+# a test. The seeds are fixed, so a test either passes or fails for good.
+Z = 4.5
+
+
+def assert_mean_is(values, expected, slack=0.0, what=""):
+  """The mean of the rows of `values` ([N] or [N, k]) is `expected` within Z standard errors
+  (plus `slack`, a deterministic bound on a known bias)."""
+  values = np.asarray(values, np.float64)
+  mean = values.mean(0)
+  stderr = values.std(0, ddof=1) / np.sqrt(len(values))
+  ok = np.abs(mean - expected) <= Z * stderr + slack
+  assert np.all(ok), (f"{what}: mean {mean} against the expected {expected} "
+                      f"(standard error {stderr}, slack {slack})")
+
+
+# Unequal classes, so that a prior that ignores the class frequencies shows in the means.
+CLASS_SIZES = np.array([7500, 5000, 4000, 3000, 2500, 2000, 1500, 1000])
+
+
+def skewed_labels(long_tail):
+  """(labels, the class sizes the Dirichlet draw sees, the config fields that give them):
+  CLASS_SIZES as they are, or 6000 per class cut by the long tail with imbalance factor 4."""
+  if not long_tail:
+    sizes = CLASS_SIZES
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    return np.random.default_rng(7).permutation(labels).astype(np.int32), sizes, {}
+  labels = balanced_labels(num_classes=8, per_class=6000, seed=7)
+  sizes = np.array(data.long_tail_counts(6000, 8, 4.0))
+  return labels, sizes, dict(long_tail=True, imbalance_factor=4.0)
+
+
+@pytest.mark.parametrize("long_tail", [False, True])
+def test_dirichlet_balanced_matches_its_dirichlet_multinomial_moments(long_tail):
+  """Balanced mode: client m's prior is q_m ~ Dir(alpha * p) (p the class frequencies of what
+  is partitioned: after the long tail when it is on) and its E examples are drawn from q_m, so
+  while no class runs out its class counts are Dirichlet-multinomial: the class-k share f_k has
+  mean p_k and variance p_k (1 - p_k) (E + alpha) / (E (1 + alpha)) (Var q_k = p_k (1 - p_k) /
+  (alpha + 1), plus the multinomial's E[q_k (1 - q_k)] / E).
+
+  Deliberate bugs it catches: q_m ~ Dir(alpha * K * p) (the sum of the variances about 45
+  standard errors too small with K = 8 at alpha = 1), alpha doubled or halved (about 20
+  standard errors), a uniform prior Dir(alpha / K) (the means of the largest and smallest
+  classes 12-22 standard errors off), and the long-tail path losing the kept class
+  frequencies."""
+  labels, sizes, long_tail_fields = skewed_labels(long_tail)
+  num_clients, per_client, alpha = 1500, 10, 1.0
+  parts = data.partition_dataset(labels, cfg(partition="dirichlet", dirichlet_mode="balanced",
+                                             num_clients=num_clients, alpha=alpha,
+                                             examples_per_client=per_client,
+                                             **long_tail_fields), seed=0)
+  check_parts(parts, len(labels), num_clients, exhaustive=False)
+  hist = data.label_histograms(labels, parts, len(sizes))
+  assert np.all(hist.sum(1) == per_client)
+  # No class ran out, so no draw was clipped to what a class had left: the moments are exact.
+  assert np.all(hist.sum(0) < sizes), (hist.sum(0), sizes)
+  p = sizes / sizes.sum()
+  share = hist / per_client
+  variance = p * (1 - p) * (per_client + alpha) / (per_client * (1 + alpha))
+  assert_mean_is(share, p, what="class shares")
+  assert_mean_is((share - p) ** 2, variance, what="per-class variances")
+  assert_mean_is(((share - p) ** 2).sum(1), variance.sum(), what="sum of the variances")
+
+
+@pytest.mark.parametrize("long_tail", [False, True])
+def test_dirichlet_label_matches_its_dirichlet_moments(long_tail):
+  """Label mode: each class's examples are cut among the M clients by proportions drawn from
+  Dir(alpha * 1_M), so client m's share s_m of a class has mean 1/M and variance
+  (M - 1) / (M^2 (M alpha + 1)) (its Beta(alpha, (M - 1) alpha) marginal). The cut rounds
+  down cumulative positions, so each share is within 1/n_c of the drawn proportion (n_c the
+  class's size): a bias of at most 1/n_c on a mean share and 4/n_c on the sum over clients
+  of the squared deviations. 40 partitions x 8 classes give 320 independent draws.
+
+  Deliberate bugs it catches: alpha doubled or halved (the variance 15-20 standard errors
+  off), proportions not symmetric over the clients (the per-client means)."""
+  labels, sizes, long_tail_fields = skewed_labels(long_tail)
+  num_clients, alpha = 10, 0.5
+  config = cfg(partition="dirichlet", dirichlet_mode="label", num_clients=num_clients,
+               alpha=alpha, **long_tail_fields)
+  shares = []
+  for seed in range(40):
+    parts = data.partition_dataset(labels, config, seed=seed)
+    hist = data.label_histograms(labels, parts, len(sizes))
+    np.testing.assert_array_equal(hist.sum(0), sizes)
+    shares.append((hist / sizes).T)              # [classes, clients]
+  shares = np.concatenate(shares)
+  bias = 1 / sizes.min()
+  m = num_clients
+  variance = (m - 1) / (m ** 2 * (m * alpha + 1))
+  assert_mean_is(shares, np.full(m, 1 / m), slack=bias, what="per-client shares")
+  assert_mean_is(((shares - 1 / m) ** 2).sum(1), m * variance, slack=4 * bias,
+                 what="sum over clients of the share variances")
+
+
+# ---------------------------------------------------------------------------------------
 # Long tail.
 # ---------------------------------------------------------------------------------------
 def test_long_tail_counts_hand_checked():
