@@ -170,7 +170,8 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
       communication=Communication(down=2, up=1), hparams=values,
       round_stats=round_stats,
       dp_unsupported="reads each client's update norm on the server (its divergence window), "
-                     "which noise on the sum does not cover")
+                     "which noise on the sum does not cover",
+      reads_cohort_size="averages the cohort's update norms (its divergence)")
 
 
 def _gf_client(config, name, *, momentum: registration.OwnMomentum = 0.0,

@@ -193,7 +193,9 @@ def fed_gloss(
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=2) if naive else Communication(down=1, up=1),
-      exchanges=2 if naive else 1)
+      exchanges=2 if naive else 1,
+      reads_cohort_size=("divides the server dual's sum by the cohort size (dual_scale='code')"
+                         if admm and dual_scale == "code" else ""))
 
 
 def _client(config, name, *,

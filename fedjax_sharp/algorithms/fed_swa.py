@@ -217,7 +217,8 @@ def _swa_algorithm(apply_fn, client_optimizer, *, controls: bool, variant: str, 
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=2) if controls else Communication(down=1, up=1),
-      hparams=values)
+      hparams=values,
+      reads_cohort_size="averages the control deltas over the cohort" if controls else "")
 
 
 @checked

@@ -264,7 +264,8 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
       communication=Communication(down=2, up=1), hparams=values,
       dp_unsupported="uploads its step count and an alignment value and divides each delta by "
                      "that client's own number of local steps (data-dependent weights the DP "
-                     "sensitivity bound does not cover)")
+                     "sensitivity bound does not cover)",
+      reads_cohort_size="averages the cohort's alignment values")
 
 
 def _client(config, name, *, momentum: registration.OwnMomentum = 0.0,

@@ -118,6 +118,10 @@ class FederatedAlgorithm:
   # server weighs each upload by a data-dependent count); "" = it can: the whole upload is
   # clipped as one vector (or tensor by tensor) and noised.
   dp_unsupported: str = ""
+  # Why the server update reads the realised number of clients (a sum over `mask_C` divided by
+  # `sum(mask_C)`); "" = it does not. Under Poisson sampling that number varies and, with
+  # differential privacy, is not covered by the fixed-denominator mean: such a run is refused.
+  reads_cohort_size: str = ""
   # The DP mechanism (`core.privacy.Mechanism`) applied to the uploads, None without DP: what
   # the accountant reads.
   privacy: Any = None

@@ -3,12 +3,37 @@
 Randomness comes from NumPy generators seeded by `(seed, stream, round[, client])`, so a round's
 cohort and batch order depend only on the seed and the round (resuming or changing the execution
 strategy never changes them).
+
+Two samplers (`engine.sampling`):
+  'fixed'    m = clients_per_round of the M clients, uniformly without replacement;
+  'poisson'  every client joins independently with probability q = m / M, so the realised
+             cohort size n ~ Binomial(M, q) varies from round to round (0 included). Drawn in two
+             steps from the round's generator, n ~ Binomial(M, q) and then n clients uniformly
+             without replacement: the same distribution over subsets (P(S) = q^|S| (1-q)^(M-|S|)
+             either way), and a round's size costs one draw, not M (`cohort_size`).
+A Poisson cohort is padded to a fixed number of clients, `max_cohort`: the smallest k with
+P(Binomial(M, q) > k) <= POISSON_TAIL (`poisson_max_cohort`), so one compiled round serves
+practically every round. A draw above it is never cut: from that round on the cohort is padded
+to the largest draw so far (one more compile, logged once), a function of the round alone, so a
+resumed run pads (and computes) exactly as an uninterrupted one.
+
+Aggregation weights: 'examples' (n_m / sum n) or 'uniform' (1 / n) over the realised cohort; with
+`fixed_denominator` (differential privacy) every real client of a drawn cohort weighs 1 / (q M)
+= 1 / clients_per_round whatever n is (TFF's DP-FedAvg): the weighted sum is then the
+fixed-denominator mean, whose sensitivity does not depend on n (under 'fixed' sampling n = m, so
+this is 'uniform'). An empty Poisson draw with `fixed_denominator` keeps one padding slot
+(client id M, no data, no steps) at weight 1 / (q M): the DP mechanism (`core.privacy.with_dp`)
+puts the round's noise there, so an empty round still releases noise / (q M) as the accounted
+mechanism does. Without it an empty cohort has all weights 0, and the engine leaves the server
+state unchanged (`RoundEngine`).
 """
 from __future__ import annotations
 
 import math
+import threading
 from typing import Sequence
 
+from absl import logging
 import numpy as np
 
 from fedjax_sharp.core import tree
@@ -17,6 +42,25 @@ from fedjax_sharp.core.engine import Cohort
 STREAM_SAMPLING = 1
 STREAM_DATA_ORDER = 2
 WEIGHTINGS = ("examples", "uniform")
+SAMPLINGS = ("fixed", "poisson")
+# P(a Poisson draw exceeds the padded cohort): one round in a million compiles once more.
+POISSON_TAIL = 1e-6
+
+
+def poisson_max_cohort(num_clients: int, clients_per_round: int,
+                       tail: float = POISSON_TAIL) -> int:
+  """The smallest k >= 1 with P(Binomial(M, q) > k) <= `tail`, q = clients_per_round / M (M
+  when q = 1): the padded size of a Poisson cohort. M = 100, m = 10: 27; M = 1000, m = 50: 86."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  big_m, q = int(num_clients), clients_per_round / num_clients
+  if q >= 1:
+    return big_m
+  k = int(min(max(stats.binom.isf(tail, big_m, q), 0), big_m))
+  while k < big_m and stats.binom.sf(k, big_m, q) > tail:     # isf is exact; guard its rounding
+    k += 1
+  while k > 0 and stats.binom.sf(k - 1, big_m, q) <= tail:
+    k -= 1
+  return max(k, 1)
 
 
 def num_local_steps(num_examples: int, batch_size: int, epochs: int, steps: int) -> int:
@@ -27,22 +71,29 @@ def num_local_steps(num_examples: int, batch_size: int, epochs: int, steps: int)
 
 
 class CohortSampler:
-  """Samples cohorts (uniformly, without replacement) and builds their padded data plans.
+  """Samples cohorts ('fixed' or 'poisson', the module docstring) and builds their padded data
+  plans.
 
   Args:
     client_indices: for each of the M clients, the indices of its training examples.
-    clients_per_round: C, the cohort size.
+    clients_per_round: m, the cohort size ('fixed') or its expectation q M ('poisson').
     batch_size: B.
     local_epochs: E, used when `local_steps == 0`.
     local_steps: fixed K for every client (0: use epochs).
     seed: experiment seed.
     weighting: 'examples' (n_m / sum n) or 'uniform'.
     max_steps: S; default the largest K_m over all clients, so shapes never change.
+    sampling: 'fixed' | 'poisson'.
+    fixed_denominator: weights 1 / clients_per_round for the real clients of a drawn cohort
+      (differential privacy; needs 'uniform').
+    max_cohort: 'poisson': the padded cohort size; default `poisson_max_cohort`.
   """
 
   def __init__(self, client_indices: Sequence[np.ndarray], clients_per_round: int,
                batch_size: int, local_epochs: int = 1, local_steps: int = 0, seed: int = 0,
-               weighting: str = "examples", max_steps: int | None = None):
+               weighting: str = "examples", max_steps: int | None = None,
+               sampling: str = "fixed", fixed_denominator: bool = False,
+               max_cohort: int | None = None):
     self.client_indices = [np.asarray(ix, dtype=np.int64) for ix in client_indices]
     self.num_clients = len(self.client_indices)
     if batch_size < 1:
@@ -58,7 +109,24 @@ class CohortSampler:
       raise ValueError(f"aggregation={weighting!r} is not one of {list(WEIGHTINGS)}")
     if any(len(ix) == 0 for ix in self.client_indices):
       raise ValueError("every client needs at least one training example")
+    if sampling not in SAMPLINGS:
+      raise ValueError(f"engine.sampling={sampling!r} is not one of {list(SAMPLINGS)}")
+    if fixed_denominator and weighting != "uniform":
+      raise ValueError(f"aggregation={weighting!r}: the fixed denominator of differential "
+                       f"privacy weighs every client 1 / clients_per_round; use 'uniform'")
     self.clients_per_round = clients_per_round
+    self.sampling = sampling
+    self.fixed_denominator = bool(fixed_denominator)
+    if sampling == "poisson":
+      self.max_cohort = int(max_cohort or poisson_max_cohort(self.num_clients,
+                                                            clients_per_round))
+      if self.max_cohort < 1:
+        raise ValueError(f"max_cohort must be >= 1, got {max_cohort}")
+    else:
+      self.max_cohort = clients_per_round
+    # 'poisson': the padded size of rounds 0 .. len - 1 (the running maximum of the draws).
+    self._padded: list[int] = []
+    self._lock = threading.Lock()
     self.batch_size = batch_size
     self.local_epochs = local_epochs
     self.local_steps = local_steps
@@ -74,11 +142,43 @@ class CohortSampler:
 
   @property
   def shape(self) -> tuple[int, int, int]:
-    return (self.clients_per_round, self.max_steps, self.batch_size)
+    """(C, S, B) of a round's cohort (a 'poisson' cohort: the padded size before any larger
+    draw)."""
+    return (self.max_cohort, self.max_steps, self.batch_size)
+
+  @property
+  def sampling_rate(self) -> float:
+    """q = clients_per_round / M."""
+    return self.clients_per_round / self.num_clients
+
+  def _generator(self, round_idx: int) -> np.random.Generator:
+    return np.random.default_rng([self.seed, STREAM_SAMPLING, round_idx])
+
+  def cohort_size(self, round_idx: int) -> int:
+    """n, the number of clients drawn in round `round_idx` (m under 'fixed')."""
+    if self.sampling == "fixed":
+      return self.clients_per_round
+    return int(self._generator(round_idx).binomial(self.num_clients, self.sampling_rate))
 
   def sample_clients(self, round_idx: int) -> np.ndarray:
-    rng = np.random.default_rng([self.seed, STREAM_SAMPLING, round_idx])
-    return np.sort(rng.choice(self.num_clients, self.clients_per_round, replace=False))
+    """The sorted ids of the clients drawn in round `round_idx`."""
+    rng = self._generator(round_idx)
+    if self.sampling == "fixed":
+      return np.sort(rng.choice(self.num_clients, self.clients_per_round, replace=False))
+    n = int(rng.binomial(self.num_clients, self.sampling_rate))   # = cohort_size(round_idx)
+    return np.sort(rng.choice(self.num_clients, n, replace=False))
+
+  def padded_size(self, round_idx: int) -> int:
+    """The cohort size round `round_idx` is padded to: `max_cohort`, or under 'poisson' the
+    largest draw of rounds 0 .. round_idx if that is larger (a function of the round alone)."""
+    if self.sampling == "fixed":
+      return self.clients_per_round
+    with self._lock:
+      while len(self._padded) <= round_idx:
+        t = len(self._padded)
+        previous = self._padded[-1] if self._padded else self.max_cohort
+        self._padded.append(max(previous, self.cohort_size(t)))
+      return self._padded[round_idx]
 
   def sampled_mask(self, rounds: int) -> np.ndarray:
     """bool [num_clients]: the clients drawn in any of rounds 0 .. rounds - 1."""
@@ -110,10 +210,27 @@ class CohortSampler:
 
   def build(self, round_idx: int, client_ids: Sequence[int] | None = None,
             pad_to: int | None = None) -> Cohort:
-    """The round's Cohort (NumPy arrays). `pad_to` adds padding clients (tests, chunking)."""
-    ids = self.sample_clients(round_idx) if client_ids is None else np.asarray(client_ids)
+    """The round's Cohort (NumPy arrays): its drawn clients, padded to `padded_size` under
+    'poisson'. `client_ids`: these clients instead (weighted by `weighting` over them, whatever
+    the sampling); `pad_to` pads to that many clients (tests, chunking; never fewer than the
+    real ones)."""
+    drawn = client_ids is None
+    ids = self.sample_clients(round_idx) if drawn else np.asarray(client_ids, np.int64)
     num_real = len(ids)
     size = pad_to or num_real
+    if drawn and self.sampling == "poisson" and not pad_to:
+      size = self.padded_size(round_idx)
+      before = self.padded_size(round_idx - 1) if round_idx else self.max_cohort
+      if size > before:
+        logging.warning("engine.sampling='poisson': round %d drew %d clients, more than the "
+                        "padded cohort of %d: the round is compiled once more for %d clients "
+                        "(the padding stays %d from now on)", round_idx, num_real, before,
+                        size, size)
+    if size < num_real:
+      raise ValueError(f"pad_to={pad_to} is smaller than the {num_real} clients of round "
+                       f"{round_idx}: a sampled client is never dropped")
+    carrier = drawn and self.fixed_denominator and num_real == 0
+    size = max(size, 1) if carrier else size
     s, b = self.max_steps, self.batch_size
     batch_idx = np.zeros((size, s, b), np.int32)
     example_mask = np.zeros((size, s, b), bool)
@@ -124,10 +241,15 @@ class CohortSampler:
       batch_idx[c], example_mask[c] = self.client_plan(int(cid), round_idx)
       num_examples[c] = len(self.client_indices[cid])
       client_ids[c] = cid
-    if self.weighting == "examples":
-      weights = num_examples / num_examples[:num_real].sum()
+    real = np.arange(size) < num_real
+    if drawn and self.fixed_denominator:
+      # 1 / (q M) for each real client; an empty draw's first padding slot carries the noise.
+      weights = np.where(real | carrier & (np.arange(size) == 0), 1.0 / self.clients_per_round,
+                         0.0)
+    elif self.weighting == "examples":
+      weights = num_examples / max(num_examples[:num_real].sum(), 1.0)
     else:
-      weights = np.where(np.arange(size) < num_real, 1.0 / num_real, 0.0)
+      weights = np.where(real, 1.0 / max(num_real, 1), 0.0)
     return Cohort(client_ids=client_ids, weights=weights.astype(dtype),
                   num_examples=num_examples, batch_idx=batch_idx, example_mask=example_mask,
                   step_mask=example_mask.any(axis=2))

@@ -44,7 +44,9 @@ class Cohort:
   """The sampled clients of one round and their data plan (built on the host).
 
   Padding clients have `client_ids == M` (out of range: gathered as zeros, never scattered),
-  weight 0 and all-False masks.
+  weight 0 and all-False masks. A cohort whose weights are all 0 (an empty Poisson draw) leaves
+  the server state unchanged; under differential privacy an empty draw keeps one padding slot
+  at a real client's weight to carry the round's noise (`core.cohort`).
   """
   client_ids: jax.Array      # int32 [C]
   weights: jax.Array         # float [C] (the run's float dtype), normalised aggregation weights
@@ -430,6 +432,9 @@ class RoundEngine:
     client_mask = (cohort.weights > 0).astype(cohort.weights.dtype)
     new_server_state = self.algorithm.server_update(server_state, uploads, cohort.weights,
                                                     client_mask, round_info)
+    # A cohort of padding only (an empty Poisson draw without DP) leaves the server state as it
+    # was: no update, no server-optimiser step (the round did not happen on the server).
+    new_server_state = tree.where(jnp.any(cohort.weights > 0), new_server_state, server_state)
     new_table = _scatter_rows(client_table, cohort.table_rows, new_states)
     return new_server_state, new_table, tree.weighted_sum(metrics_C, client_mask)
 

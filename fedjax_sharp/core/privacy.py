@@ -19,13 +19,18 @@ amount, hidden by Gaussian noise. One round, `m` real clients, clip norm `C`, no
                        N(0, sigma^2 C^2 I)
 
 Both noise placements give the server the same distribution of the aggregate. 'server' noise is
-applied by adding `z / m` to every real client's upload just before the algorithm's own server
-update, which consumes the uploads only through weighted sums with the uniform weights `1/m`
-(or their mask sums): the weighted mean then carries exactly `z / m`, the mask sum `z`. 'client'
-noise takes `m` from the client's aggregation weight `1/m` (DP needs the uniform weights:
-`aggregation='uniform'`). Padding clients (weight 0) add nothing. Without noise (sigma = 0) nothing is drawn, and
-`C = inf` clips nothing: the round is then the algorithm's own program, bit for bit (XLA fuses
-a multiplication by 1 or an addition of 0 differently, which moves results by an ulp).
+applied by adding `z / n` to each of the `n` real uploads just before the algorithm's own server
+update, which consumes the uploads only through weighted sums with equal weights `w` (or their
+mask sums): the weighted sum then carries exactly `w z`, the mask sum `z`. With fixed-size
+cohorts `w = 1/m`; under Poisson sampling (`core.cohort`) `w = 1/(q M)` whatever the realised
+`n` (the fixed-denominator mean of TFF's DP-FedAvg: `(sum_m u_m + z) / (q M)`, sensitivity
+`C s / (q M)`), and an empty draw's one weighted padding slot uploads zero and carries `z`
+alone. 'client' noise takes `m` from the client's aggregation weight `1/m` (DP needs the uniform
+weights: `aggregation='uniform'`; under Poisson sampling the sum of the shares would depend on
+`n`, so that combination is refused by the config). Padding clients (weight 0) add nothing; a
+slot that ran no local step uploads exactly zero. Without noise (sigma = 0) nothing is drawn,
+and `C = inf` clips nothing: the round is then the algorithm's own program, bit for bit (XLA
+fuses a multiplication by 1 or an addition of 0 differently, which moves results by an ulp).
 
 Noise keys come from their own stream: `fold_in(round_key, STREAM_PRIVACY)` (the round key is
 `fold_in(train_key, round)`, `RoundInfo.key`), split into a server key and a base that is folded
@@ -164,6 +169,9 @@ def with_dp(algorithm: FederatedAlgorithm, mechanism: Mechanism) -> FederatedAlg
 
   def client_finalize(local, bcast, client_state, info, round_info):
     upload, new_state = algorithm.client_finalize(local, bcast, client_state, info, round_info)
+    # A padding slot (no local step) uploads exactly zero: the one an empty Poisson draw
+    # weighs as a client (`core.cohort`) then carries the server's noise alone.
+    upload = jax.tree.map(lambda u: jnp.where(info.num_steps > 0, u, jnp.zeros_like(u)), upload)
     upload = clip(upload, mechanism.clip_norm, mechanism.clip)
     if mechanism.noise == "client" and std > 0:
       # sigma C / sqrt(m), m = 1 / weight (uniform weights); padding clients (weight 0): 0.
@@ -175,7 +183,7 @@ def with_dp(algorithm: FederatedAlgorithm, mechanism: Mechanism) -> FederatedAlg
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     if mechanism.noise == "server" and std > 0:
       z = gaussian_like(noise_keys(round_info.key)[0], tree.index(uploads_C, 0), std)
-      share_C = mask_C / jnp.maximum(jnp.sum(mask_C), 1.0)      # z / m on every real upload
+      share_C = mask_C / jnp.maximum(jnp.sum(mask_C), 1.0)      # z / n on every real upload
       uploads_C = jax.tree.map(
           lambda u, n: u + (share_C.reshape((-1,) + (1,) * (u.ndim - 1)) * n[None]).astype(
               u.dtype) if tree.is_float(u) else u, uploads_C, z)

@@ -58,7 +58,14 @@ def fingerprint(config) -> str:
     section, field = path.split(".")
     del full[section][field]
   name = full["algorithm"]["name"]
-  setting = {k: full[k] for k in config_lib.SETTING_FIELDS if k != "rounds"}
+  setting = {k: full[k] for k in config_lib.SETTING_FIELDS if k != "rounds" and "." not in k}
+  default = json.loads(config_lib.base_config().to_json_best_effort())
+  for path in (k for k in config_lib.SETTING_FIELDS if "." in k):
+    # One field of a section (`engine.sampling`): counted only when not its default, so that
+    # checkpoints written before the field existed keep their fingerprint.
+    section, field = path.split(".")
+    if full[section][field] != default[section][field]:
+      setting[path] = full[section][field]
   setting["algorithm"] = {"name": name, name: full["algorithm"][name]}
   return hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:16]
 

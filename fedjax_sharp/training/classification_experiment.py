@@ -17,6 +17,7 @@ from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine
 from fedjax_sharp.core.execution import ExecutionConfig, Footprint
 from fedjax_sharp.models import registry as model_registry
+from fedjax_sharp.training import fields as fields_lib
 from fedjax_sharp.training.experiment import (STREAM_INIT, Experiment, apply_privacy,
                                               make_evaluator, make_preprocess)
 
@@ -59,18 +60,22 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                             config.eval.batch_size)
   algorithm, accounting = apply_privacy(config, build_algorithm(config, train_apply), params,
                                         len(client_indices))
+  # Under differential privacy the weights are 1 / clients_per_round for every real client
+  # (the fixed denominator q M: under 'poisson' the cohort size varies, `core.cohort`).
+  sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
+                          local_epochs=config.local.epochs, local_steps=config.local.steps,
+                          seed=config.seed, weighting=str(config.aggregation),
+                          sampling=str(config.engine.sampling),
+                          fixed_denominator=fields_lib.private(config))
   execution = ExecutionConfig.from_config(config.engine)
   footprint = Footprint.estimate(params, jax.eval_shape(algorithm.client_state_init, params),
-                                 config.clients_per_round)
+                                 sampler.shape[0])
   client_table = client_table_lib.resolve(str(config.engine.client_table), algorithm, params,
                                           len(client_indices),
                                           float(config.engine.client_table_budget_mb))
   mesh = sharding.mesh_for(int(config.engine.devices), int(config.engine.experiment_devices))
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table, mesh=mesh, footprint=footprint)
-  sampler = CohortSampler(client_indices, config.clients_per_round, config.local.batch_size,
-                          local_epochs=config.local.epochs, local_steps=config.local.steps,
-                          seed=config.seed, weighting=str(config.aggregation))
   feeder = feeding.make_feeder(dataset.x_train, dataset.y_train, sampler.build,
                                mode=str(config.data.feed),
                                device_budget_bytes=int(config.data.device_budget_mb) * 2 ** 20)

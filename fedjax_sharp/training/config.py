@@ -49,9 +49,10 @@ def load_config_file(path: str, arg: str | None = None) -> ml_collections.Config
 
 
 # Fields that define a run's numbers (everything but logging, evaluation cadence, engine and
-# checkpointing); `algorithm` counts as its name and the selected algorithm's block only.
+# checkpointing; of the engine only the sampler, `engine.sampling`); `algorithm` counts as its
+# name and the selected algorithm's block only. A dotted entry is one field of a section.
 SETTING_FIELDS = ("seed", "rounds", "clients_per_round", "aggregation", "data", "model", "local",
-                  "server", "task", "minimax", "dp")
+                  "server", "task", "minimax", "dp", "engine.sampling")
 
 
 # Fields that change how fast a round runs, not its numbers (the same function to float

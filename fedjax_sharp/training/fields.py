@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, check
 from fedjax_sharp.core.client_table import CLIENT_TABLES
+from fedjax_sharp.core.cohort import SAMPLINGS
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.models.registry import COMPUTE_DTYPE_VALUES, CONV_IMPL_VALUES
@@ -205,7 +206,11 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         client_table_budget_mb=(0.0, ">= 0", "'auto''s budget for the dense table: 0 = a "
                                 "quarter of the device's memory; > 0: MiB"),
         devices=(1, ">= 0", "devices of the client mesh (1 = one device, 0 = all)"),
-        experiment_devices=(1, ">= 1", "devices a sweep splits its experiments over")),
+        experiment_devices=(1, ">= 1", "devices a sweep splits its experiments over"),
+        sampling=("fixed", tuple(SAMPLINGS),
+                  "'fixed' (clients_per_round clients, uniformly without replacement) | "
+                  "'poisson' (each client joins with q = clients_per_round / num_clients; "
+                  "padded cohorts, docs/privacy.md)")),
     **_declare(
         "eval",
         every=(1, ">= 1", "evaluate every k rounds (always in the last `last_n`)"),
@@ -412,6 +417,37 @@ def _privacy(config) -> None:
     if dp.target_epsilon is not None:
       _check(int(config.data.num_clients) > 0, "dp.target_epsilon",
              "needs data.num_clients > 0 (the sampling rate clients_per_round / num_clients)")
+
+
+def _algorithm_reads_cohort_size(config) -> str:
+  """The selected algorithm's `FederatedAlgorithm.reads_cohort_size` (built from the config
+  without a model: the factories only close over `apply_fn`)."""
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  return ALGORITHMS[config.algorithm.name].build(config, None).reads_cohort_size
+
+
+@rule
+def _sampling(config) -> None:
+  """Poisson sampling: classification only; under DP, server noise (the fixed-denominator mean)
+  and an algorithm that does not read the realised cohort size."""
+  if config.engine.sampling != "poisson":
+    return
+  _check(not is_minimax(config), "engine.sampling",
+         f"='poisson' applies to classification; task.name={config.task.name!r} (minimax) "
+         f"samples fixed cohorts: leave it 'fixed'")
+  if not private(config):
+    return
+  name = config.algorithm.name
+  noise_field = "dp.noise" if config.dp.enabled else f"algorithm.{name}.noise"
+  noise = config.dp.noise if config.dp.enabled else config.algorithm[name].get("noise", "server")
+  _check(noise != "client", noise_field,
+         f"='client' with engine.sampling='poisson': each client's share sigma^2 C^2 / m of "
+         f"the noise would sum to a variance that depends on the realised cohort size; use "
+         f"{noise_field}='server' (or engine.sampling='fixed')")
+  why = _algorithm_reads_cohort_size(config)
+  _check(not why, "engine.sampling",
+         f"='poisson' with differential privacy: algorithm.name={name!r} {why}, which the "
+         f"fixed-denominator mean does not cover; use engine.sampling='fixed'")
 
 
 def validate(config, multiprocess: bool = False) -> None:

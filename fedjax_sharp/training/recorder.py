@@ -207,18 +207,22 @@ class RunRecorder:
     # decayed classification rate would be a number nothing uses.
     rates = ({"lr_x": float(config.minimax.lr_x), "lr_y": float(config.minimax.lr_y)}
              if config_lib.is_minimax(config) else {"lr": exp.learning_rate(t)})
-    examples = max(m["examples"], 1.0)
-    record = {"round": t, **rates, "train_loss": float(m["loss_sum"] / examples),
+    # A round that trained no example (an empty Poisson draw) has no training means: None.
+    examples = m["examples"]
+    mean = lambda total, count: float(total / max(count, 1.0)) if count > 0 else None
+    record = {"round": t, **rates, "train_loss": mean(m["loss_sum"], examples),
               "local_steps": int(m["steps"])}
     if "correct" in m:
       # Per-token labels: the accuracy's own denominator ('examples' counts the loss tokens).
-      record["train_accuracy"] = float(m["correct"] / max(m.get("accuracy_tokens",
-                                                                m["examples"]), 1.0))
+      record["train_accuracy"] = mean(m["correct"], m.get("accuracy_tokens", examples))
     for k, v in m.items():  # algorithm-specific sums, e.g. the FedGMT KL term
       if k.endswith("_sum") and k != "loss_sum":
-        record[k[:-4] + "_mean"] = float(v / examples)
+        record[k[:-4] + "_mean"] = mean(v, examples)
     comm = exp.algorithm.communication
-    num_real = int(np.sum(np.asarray(cohort.weights) > 0))
+    # The real clients (padding, and the slot an empty DP round's noise rides on, have id M).
+    num_real = int(np.sum(np.asarray(cohort.client_ids) < len(exp.client_indices)))
+    if exp.sampler.sampling == "poisson":
+      record["clients"] = num_real   # the realised cohort size
     bytes_down = int(num_real * comm.down * exp.model_bytes)
     bytes_up = int(num_real * comm.up * exp.model_bytes)
     self.bytes_total += bytes_down + bytes_up
@@ -235,7 +239,8 @@ class RunRecorder:
     self.server_state, self.client_table = server_state, client_table
     record = self.training_record(t, jax.device_get(m), cohort)
     params = self.exp.algorithm.eval_params(server_state)
-    finite = bool(np.isfinite(record["train_loss"])) and _all_finite(params)
+    finite = (record["train_loss"] is None or bool(np.isfinite(record["train_loss"]))) \
+        and _all_finite(params)
     if not finite:
       record["nonfinite"] = True
     rnd = hooks_lib.Round(t=t, record=record, params=params, server_state=server_state,
@@ -304,7 +309,7 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
     # epsilon(delta) after the last recorded round, and how it was accounted.
     from fedjax_sharp.core import privacy  # pylint: disable=g-import-not-at-top
     summary["dp_epsilon"] = records[-1]["dp_epsilon"] if records else None
-    summary["dp"] = privacy.describe(exp.accounting)
+    summary["dp"] = {**privacy.describe(exp.accounting), "sampling": exp.sampler.sampling}
   if averaged_models is not None:
     # Fewer than eval.average_last when the run resumed inside that window.
     summary["averaged_models"] = averaged_models

@@ -19,7 +19,7 @@ from fedjax_sharp.training import metrics as metrics_lib
 COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", "final_acc",
            "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
            "relative_time", "lambda_max_mean", "lambda_max_std", "test_acc_last_n_mean",
-           "test_acc_last_n_std", "last_n_used", "dp_epsilon")
+           "test_acc_last_n_std", "last_n_used", "dp_epsilon", "dp_sampling")
 
 
 LOG_SCALE_METRICS = ("distance_to_saddle", "phi_gap", "grad_phi_norm", "abs_x")
@@ -88,9 +88,13 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
     # summary) or, in a mix, a seed had no DP at all.
     epsilons = [run["summary"]["dp_epsilon"] for run in runs if "dp_epsilon" in run["summary"]]
     bounded = len(epsilons) == len(runs) and None not in epsilons
+    # The cohort sampler that epsilon was spent under ('fixed' in summaries that predate it).
+    samplings = sorted({run["summary"].get("dp", {}).get("sampling", "fixed") for run in runs
+                        if "dp_epsilon" in run["summary"]})
     rows.append({
         "algorithm": name, "seeds": len(runs), "metric": metric,
         "dp_epsilon": (float(np.mean(epsilons)) if bounded else "inf" if epsilons else None),
+        "dp_sampling": "/".join(samplings) or None,
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
         "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
@@ -259,7 +263,7 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
           + (f" rounds to {target_s} |" if with_target else "")
           + " model vectors / client / round |" + (" MB to target |" if with_target else "")
           + " s / round | time vs first |" + (" lambda_max |" if with_hessian else "")
-          + (" DP epsilon |" if with_dp else ""))
+          + (" DP epsilon (sampling) |" if with_dp else ""))
   lines = [head, "|" + "---|" * (7 + 2 * with_target + with_hessian + with_acc + with_dp)]
   for r in rows:
     lam = ""
@@ -274,8 +278,15 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
         + (f" {_fmt(r['rounds_to_target'])} |" if with_target else "")
         + f" {r['vectors_per_round']} |" + (f" {_fmt(r['mb_to_target'])} |" if with_target else "")
         + f" {_fmt(r['s_per_round'])} | {r['relative_time']:.2f}x |" + lam
-        + (f" {_fmt(r['dp_epsilon'])} |" if with_dp else ""))
+        + (f" {_dp_cell(r)} |" if with_dp else ""))
   return "\n".join(lines) + "\n"
+
+
+def _dp_cell(row: dict) -> str:
+  """epsilon and the sampler it was spent under, e.g. '12.3 (poisson)'; 'x' without DP."""
+  if row["dp_epsilon"] is None:
+    return _fmt(None)
+  return f"{_fmt(row['dp_epsilon'])} ({row['dp_sampling']})"
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -342,7 +353,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
   lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
            f"algorithm & seeds & {label}, {_last_n_and_std_label(rows, last_n)[0]} & final"
            + (" & $\\lambda_{\\max}$" if with_lam else "")
-           + (" & $\\varepsilon$" if with_dp else "") + " \\\\", "\\midrule"]
+           + (" & $\\varepsilon$ (sampling)" if with_dp else "") + " \\\\", "\\midrule"]
   for r in rows:
     mean = f"{scale * r['acc_last_n_mean']:.2f}"
     if r["acc_last_n_mean"] == best:
@@ -354,7 +365,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
              else f" & {r['lambda_max_mean']:.3g}" + (
                  "" if r["lambda_max_std"] is None else f" $\\pm$ {r['lambda_max_std']:.2g}"))
     name = r["algorithm"].replace("_", "\\_")
-    eps = f" & {_fmt(r['dp_epsilon'])}" if with_dp else ""
+    eps = f" & {_dp_cell(r)}" if with_dp else ""
     lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam}{eps} \\\\")
   lines += ["\\bottomrule", "\\end{tabular}"]
   return "\n".join(lines) + "\n"

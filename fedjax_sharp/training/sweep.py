@@ -204,6 +204,11 @@ def _train(rounds, exps, recorders, status, summaries, check_signals=lambda: Non
   for t in range(int(starts.min()), rounds):
     t_round = time.time()
     cohorts = [pad_steps(x.feeder.for_round(t)[1], num_steps) for x in exps]
+    # Poisson cohorts: each experiment's own padded size (one may have grown past a larger
+    # draw); the stack pads all to the largest.
+    size = max(c.client_ids.shape[0] for c in cohorts)
+    cohorts = [sharding.pad_cohort(c, len(x.client_indices), size)
+               for c, x in zip(cohorts, exps)]
     rates = [x.learning_rate(t) for x in exps]
     new_states, new_tables, metrics = engine.sweep_round(
         server_states, client_tables, data, tree.stack(cohorts), t, rates, keys, hparams)

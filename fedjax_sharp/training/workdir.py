@@ -138,8 +138,9 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
   default = _flatten(json.loads(config_lib.base_config().to_json_best_effort()))
   name = new["algorithm"]["name"]
   fields = list(config_lib.SETTING_FIELDS) + ["algorithm"]
-  new_flat = _flatten({k: new[k] for k in fields if k in new})
-  old_flat = _flatten({k: saved[k] for k in fields if k in saved})
+  in_setting = lambda key: any(key == f or key.startswith(f + ".") for f in fields)
+  new_flat = {k: v for k, v in _flatten(new).items() if in_setting(k)}
+  old_flat = {k: v for k, v in _flatten(saved).items() if in_setting(k)}
   if "model" in saved:   # written before the field existed: computed in float32
     old_flat.setdefault("model.compute_dtype", "float32")
   keep = lambda key: (not key.startswith("algorithm.") or key == "algorithm.name"
