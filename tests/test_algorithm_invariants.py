@@ -1,6 +1,7 @@
 """Every registered algorithm: padding clients and masked steps change nothing, every execution
-strategy computes the same rounds, the round is traced once (no recompiles), and the vmapped
-round donates its state without two leaves ever sharing a buffer.
+strategy computes the same rounds, the round is traced once (no recompiles), the vmapped
+round donates its state without two leaves ever sharing a buffer, and Poisson-sampled rounds
+(`engine.sampling='poisson'`: a cohort of 3, then an empty one) run with the same compiled round.
 
 Each algorithm is built by its registry builder from the base config with non-trivial
 hyperparameters (SAM radii, duals, momentum where allowed), on the dict-params softmax model.
@@ -87,3 +88,35 @@ def test_padding_masks_strategies_and_traces(name, tmp_path):
               for a, b in zip(jax.tree.leaves(alg.eval_params(ref[0])),
                               jax.tree.leaves(init_params(50))))
   assert moved > 1e-3
+  _poisson_rounds(name, alg, data, parts, padded_steps.max_steps,
+                  runs["vmap/rolled + padding clients and steps, donating"][3])
+
+
+# Seed 61 of a Poisson sampler of the 6 clients with m = 2 (q = 1/3) draws 3 clients, then none.
+POISSON_SEED = 61
+
+
+def _poisson_rounds(name, alg, data, parts, max_steps, engine):
+  """Two Poisson rounds (3 clients, then an empty draw) on `engine`, the donating vmap round
+  compiled above for cohorts of 5 clients x `max_steps` steps: no algorithm's server rule needs a
+  fixed cohort size. The first round moves the model, finite; the empty one changes no bit of
+  the server state or the client table (with its own DP, DP-FedSAM releases its noise there:
+  the model moves); nothing is compiled again. Deliberate bug caught (checked once): the engine
+  applying the server update to an empty cohort (FedDyn's, FedSMOO's, FedGMT's duals then move
+  the model)."""
+  sampler = CohortSampler(parts, 2, 4, local_epochs=2, seed=POISSON_SEED, max_steps=max_steps,
+                          weighting="uniform", sampling="poisson", max_cohort=5,
+                          fixed_denominator=alg.privacy is not None)
+  assert [sampler.cohort_size(t) for t in range(2)] == [3, 0]
+  traces = dict(engine.trace_counts)
+  one = run_rounds(alg, init_params(50), data, sampler, 1, engine=engine, key=3)
+  one = jax.tree.map(np.asarray, one[:2])
+  two = run_rounds(alg, init_params(50), data, sampler, 2, engine=engine, key=3)
+  assert dict(engine.trace_counts) == traces, f"{name}: Poisson rounds recompiled"
+  params = [np.asarray(x) for x in jax.tree.leaves(alg.eval_params(one[0]))]
+  assert all(np.all(np.isfinite(x)) for x in params), name
+  assert max(float(np.abs(a - np.asarray(b)).max())
+             for a, b in zip(params, jax.tree.leaves(init_params(50)))) > 1e-3, name
+  same = all(np.array_equal(np.asarray(a), b) for a, b in
+             zip(jax.tree.leaves(two[:2]), jax.tree.leaves(one)))
+  assert same == (alg.privacy is None), f"{name}: the empty draw {'moved' if same else 'kept'}"
