@@ -119,4 +119,5 @@ def _poisson_rounds(name, alg, data, parts, max_steps, engine):
              for a, b in zip(params, jax.tree.leaves(init_params(50)))) > 1e-3, name
   same = all(np.array_equal(np.asarray(a), b) for a, b in
              zip(jax.tree.leaves(two[:2]), jax.tree.leaves(one)))
-  assert same == (alg.privacy is None), f"{name}: the empty draw {'moved' if same else 'kept'}"
+  assert same == (alg.privacy is None), (
+      f"{name}: the empty draw {'kept' if same else 'moved'} the state")

@@ -123,7 +123,8 @@ def test_draws_are_reproducible_and_a_resumed_sampler_pads_alike():
   assert draws == [b.sample_clients(t).tolist() for t in range(12)]
   assert draws != [other.sample_clients(t).tolist() for t in range(12)]
   built = [a.build(t) for t in range(12)]
-  assert_trees_equal(_poisson(parts, seed=3, max_cohort=1).build(11), built[11])
+  for t in range(12):   # a sampler that starts at round t
+    assert_trees_equal(_poisson(parts, seed=3, max_cohort=1).build(t), built[t])
   running = [max([1] + [len(d) for d in draws[:t + 1]]) for t in range(12)]
   assert [c.client_ids.shape[0] for c in built] == running
   assert len(set(running)) > 2    # the padding grew at least twice
@@ -165,8 +166,8 @@ def test_padding_a_poisson_cohort_changes_nothing(private):
   """Three Poisson rounds of SCAFFOLD (per-client controls; a padding client's control delta is
   NaN, 0 / 0 steps), one of them empty, padded to the sampler's 6 clients and to 9: the same
   server state and client table to float rounding, with DP (server noise, the fixed denominator)
-  too. Deliberate bug caught (checked once): uniform weights 1 / C over the padded size instead
-  of 1 / n."""
+  too. Deliberate bug caught (checked once, by the run without DP): uniform weights 1 / C over
+  the padded size instead of 1 / n."""
   data, parts = make_problem(SIZES, seed=7)
   alg = build_algorithm(_config("scaffold"), apply_fn)
   if private:
