@@ -11,6 +11,13 @@ B = 50), SGD with momentum, on whatever backend JAX finds. Synthetic uint8 image
     python benchmarks/round_time.py --model=lenet5 --input=28x28x1 --clients=5 --steps=8 \
         --batch=64 --rounds=5 --algorithms='fedavg,fedavg[engine.micro_batch=16]'
     python benchmarks/round_time.py --algorithms='fedavg,fedavg[dp.enabled=True]'  # DP's cost
+    python benchmarks/round_time.py --population=100 --steps=10 --rounds=6 \
+        --algorithms='fedavg[dp.enabled=True],fedavg[dp.enabled=True,engine.sampling=poisson]'
+
+With --population M > --clients m the clients are m of M (the training examples split among all
+M); a variant with `engine.sampling=poisson` times a round whose Poisson draw has exactly m
+clients, padded as a run pads it (`core.cohort.poisson_max_cohort`: 27 of M = 100 for m = 10),
+so the row against the fixed-size round is the cost of the padding alone.
 
 For every strategy it first times a small probe round (2 clients x 5 steps). When the probe
 predicts that the full round exceeds --budget_s, the full round is not run and the table shows
@@ -102,6 +109,10 @@ def main():
                       help="model.conv_impl values to time each strategy with, e.g. xla,matmul")
   parser.add_argument("--model", default="mcmahan_cnn",
                       help="model for --algorithms (strategies always time the McMahan CNN)")
+  parser.add_argument("--population", type=int, default=0,
+                      help="--algorithms: the clients are --clients of this many (0: all of "
+                           "them take part); a variant with engine.sampling=poisson times a "
+                           "padded Poisson round of exactly --clients clients")
   args = parser.parse_args()
   shape = tuple(int(v) for v in args.input.split("x"))
   if args.algorithms:
@@ -238,20 +249,26 @@ class _Timed:
     # Paper defaults of each block; 'fedavg[dp.enabled=True]' wraps it in the DP mechanism
     # (accounted as full participation of the benchmark's clients).
     config.clients_per_round = args.clients
+    population = max(getattr(args, "population", 0) or args.clients, args.clients)
     self.algorithm, _ = apply_privacy(config, build_algorithm(config, apply_fn), params,
-                                      args.clients)
+                                      population)
     rng = np.random.default_rng(0)
     n = args.clients * args.steps * args.batch
     self.data = TrainData(jnp.asarray(rng.integers(0, 256, (n, *shape), dtype=np.uint8)),
                           jnp.asarray(rng.integers(0, 10, n).astype(np.int32)))
-    parts = np.array_split(np.arange(n), args.clients)
-    self.cohort = CohortSampler(parts, args.clients, args.batch, local_steps=args.steps,
-                                seed=0).build(0)
-    self.engine = RoundEngine(self.algorithm, args.clients,
+    parts = np.array_split(np.arange(n), population)
+    sampler = CohortSampler(parts, args.clients, args.batch, local_steps=args.steps, seed=0,
+                            sampling=str(config.engine.sampling),
+                            weighting="uniform" if self.algorithm.privacy else "examples",
+                            fixed_denominator=self.algorithm.privacy is not None)
+    # A Poisson variant: the first round that drew exactly m clients (padded as a run pads).
+    first = next(t for t in range(10_000) if sampler.cohort_size(t) == args.clients)
+    self.cohort = sampler.build(first)
+    self.engine = RoundEngine(self.algorithm, population,
                               ExecutionConfig(client_strategy, args.chunk, local_loop, args.unroll),
                               preprocess=lambda xb, key: xb.astype(jnp.float32) / 255.0)
     self.server, self.table = self.engine.init(params)
-    self.clients, self.t = args.clients, 0
+    self.clients, self.t = population, 0
     self.steps = int(np.asarray(self.cohort.step_mask).sum())
     self.compile_s = self.round()  # the first call compiles
 
@@ -285,8 +302,9 @@ def compare_algorithms(args, shape):
   if unknown:
     raise SystemExit(f"--algorithms: {unknown} not in {sorted(ALGORITHMS)}")
   print(f"backend: {jax.default_backend()}, strategy {strategy}, {args.model} {args.input}, "
-        f"{args.clients} clients x {args.steps} steps x batch {args.batch}, "
-        f"{args.rounds} interleaved repetitions\n", flush=True)
+        f"{args.clients} clients{f' of {args.population}' if args.population else ''} x "
+        f"{args.steps} steps x batch {args.batch}, {args.rounds} interleaved repetitions\n",
+        flush=True)
   engines = {}
   for name in names:
     engines[name] = _Timed(name, strategy, args, shape)
@@ -298,12 +316,14 @@ def compare_algorithms(args, shape):
   base = statistics.median(times[names[0]])
   width = max(12, max(len(n) for n in names))
   print(f"\n{'algorithm':<{width}} {'round s':>9} {'vs ' + names[0]:>10} {'compile s':>10} "
-        f"{'vectors down/up':>16}")
+        f"{'vectors down/up':>16} {'cohort':>7}")
   for name in names:
     comm = engines[name].algorithm.communication
     med = statistics.median(times[name])
+    ids = np.asarray(engines[name].cohort.client_ids)
+    cohort = f"{int((ids < engines[name].clients).sum())}/{len(ids)}"   # real / padded
     print(f"{name:<{width}} {med:>9.2f} {med / base:>9.2f}x {engines[name].compile_s:>10.1f} "
-          f"{f'{comm.down:g} / {comm.up:g}':>16}")
+          f"{f'{comm.down:g} / {comm.up:g}':>16} {cohort:>7}")
 
 
 if __name__ == "__main__":
