@@ -234,8 +234,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                  "dp fields apply only with it): each "
                  "client's upload clipped and noised inside the round (docs/privacy.md)"),
         clip_norm=(1.0, "(0, inf]", "C, the L2 bound of each client's upload (inf: no clipping)"),
-        noise_multiplier=(1.0, ">= 0", "sigma: noise std sigma * C on the sum of the clipped "
-                          "uploads"),
+        noise_multiplier=(None, ">= 0", "sigma: noise std sigma * C on the sum of the clipped "
+                          "uploads (None: 1, or solved from dp.target_epsilon; set one of the two)",
+                          float),
         delta=(1e-5, "(0, 1)", "the delta of the reported epsilon(delta)"),
         clip=("global", ("global", "per_tensor"),
               "'global' (one norm over the whole upload) | 'per_tensor' (every tensor clipped "
@@ -244,12 +245,27 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                "'server' (one N(0, sigma^2 C^2) on the sum, DP-FedAvg) | 'client' (each client "
                "adds N(0, sigma^2 C^2 / m), DP-FedSAM's code)"),
         target_epsilon=(None, "> 0", "set: the noise multiplier is solved so that epsilon(delta) "
-                        "after config.rounds rounds is this (dp.noise_multiplier is then "
-                        "ignored; config.json records the solved value)", float),
-        accountant=("rdp", ("pld_poisson", "rdp", "rdp_poisson"),
-                    "'rdp' (fixed-size cohorts without replacement, as sampled; replace-one) | "
-                    "'rdp_poisson' | 'pld_poisson' (Poisson sampling approximation, "
-                    "add/remove-one)")),
+                        "after config.rounds rounds is this (leave dp.noise_multiplier unset; "
+                        "summary.json records the solved value)", float),
+        accountant=("auto", ("auto", "pld_poisson", "rdp", "rdp_poisson"),
+                    "'rdp' (fixed-size cohorts without replacement; replace-one) | "
+                    "'rdp_poisson' | 'pld_poisson' (Poisson sampling, add/remove-one) | 'auto' "
+                    "('rdp' for fixed cohorts, 'pld_poisson' under Poisson sampling)"),
+        record_client_metrics=(False, _ON_OFF, "record the clients' unnoised train loss, "
+                               "accuracy and step counts under DP (outside the guarantee)"),
+        noise_cohort_size=(None, ">= 1", "simulate a cohort of N: the noise on the mean is what N "
+                           "clients would get (sigma C / N) and the accountant sees N of "
+                           "num_clients N / clients_per_round clients (pfl's noise_cohort_size)",
+                           int),
+        adaptive_clip=(False, _ON_OFF, "adaptive clipping (Andrew et al. 2021): dp.clip_norm is "
+                       "C_0, moved each round towards the dp.clip_quantile of the update norms"),
+        clip_quantile=(0.5, "[0, 1]", "adaptive clipping: the target quantile of the update "
+                       "norms"),
+        clip_lr=(0.2, "> 0", "adaptive clipping: C <- C exp(-clip_lr (unclipped fraction - "
+                 "quantile))"),
+        clip_count_noise=(None, "> 0", "adaptive clipping: noise std of the count of unclipped "
+                          "uploads, in clients (None: clients_per_round / 20); must exceed "
+                          "dp.noise_multiplier / 2", float)),
     **_declare("training", on_nonfinite=("stop", ("stop", "warn"),
                                          "'stop' (status 'diverged', exit 3) | 'warn' (log, "
                                          "go on)")),
@@ -372,9 +388,36 @@ def private(config) -> bool:
   return bool(config.dp.enabled) or own_privacy(config)
 
 
+def dp_accountant(config) -> str:
+  """`dp.accountant` with 'auto' resolved: 'rdp' (fixed-size cohorts without replacement, the
+  engine's 'fixed' sampler) or 'pld_poisson' (exact for the engine's 'poisson' sampler)."""
+  value = str(config.dp.accountant)
+  if value != "auto":
+    return value
+  return "pld_poisson" if sampling(config) == "poisson" else "rdp"
+
+
+def sampling(config) -> str:
+  """The engine's cohort sampler ('fixed' unless `engine.sampling` says otherwise)."""
+  return str(config.engine.get("sampling", "fixed"))
+
+
 def aggregation(config) -> str:
   """`aggregation` with 'auto' resolved (`aggregation_choice`)."""
   return aggregation_choice(config)[0]
+
+
+# The dp fields that describe the mechanism (for an algorithm with its own DP, the resolved
+# config copies them from its block: config.json then records what the run applied).
+MECHANISM_FIELDS = ("clip_norm", "noise_multiplier", "clip", "noise")
+
+
+def own_mechanism_recorded(config) -> bool:
+  """Whether `dp.enabled` of an own-DP algorithm is the resolved config's record of its
+  mechanism (`config.resolved_setting`): every mechanism field equals the algorithm's."""
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  block = ALGORITHMS[config.algorithm.name].values(config)
+  return all(config.dp[k] == block[k] for k in MECHANISM_FIELDS)
 
 
 def aggregation_choice(config) -> tuple[str, str]:
@@ -399,12 +442,31 @@ def _privacy(config) -> None:
   if dp.enabled:
     _check(not is_minimax(config), "dp.enabled", f"applies to classification; task.name="
            f"{config.task.name!r} (minimax) has no DP mechanism: leave it False")
-    _check(not own_privacy(config), "dp.enabled",
+    _check(not own_privacy(config) or own_mechanism_recorded(config), "dp.enabled",
            f"algorithm.name={config.algorithm.name!r} applies its own clipping and noise "
            f"(config.algorithm.{config.algorithm.name}): leave dp.enabled False")
     _check(dp.noise_multiplier == 0 or math.isfinite(dp.clip_norm), "dp.clip_norm",
            f"must be finite when dp.noise_multiplier > 0 (the noise std is sigma * C), got "
            f"{dp.clip_norm}")
+  if dp.target_epsilon is not None:
+    _check(bool(dp.enabled), f"dp.target_epsilon={dp.target_epsilon:g}",
+           "is set but dp.enabled is False"
+           + (f" (algorithm.name={config.algorithm.name!r} applies its own noise: set "
+              f"algorithm.{config.algorithm.name}.noise_multiplier)" if own_privacy(config)
+              else ": add --config.dp.enabled=True, or unset dp.target_epsilon"))
+    _check(dp.noise_multiplier is None or own_privacy(config),
+           f"dp.target_epsilon={dp.target_epsilon:g}",
+           f"and dp.noise_multiplier={dp.noise_multiplier} are both set: the noise multiplier "
+           f"is solved from the target; set only one of them")
+  if dp.noise_cohort_size is not None:
+    _check(bool(dp.enabled) and not own_privacy(config), "dp.noise_cohort_size",
+           "applies to dp.enabled's mechanism: set dp.enabled=True"
+           + (f" (algorithm.name={config.algorithm.name!r} applies its own noise)"
+              if own_privacy(config) else ""))
+    _check(dp.noise_cohort_size >= config.clients_per_round,
+           f"dp.noise_cohort_size={dp.noise_cohort_size}",
+           f"must be >= clients_per_round={config.clients_per_round} (it simulates a larger "
+           f"cohort's noise)")
   if private(config):
     _check(str(config.aggregation) != "examples", "aggregation",
            "='examples' weighs clients by their example counts, which the DP sensitivity bound "

@@ -80,7 +80,7 @@ class Progress:
     label = "acc" if self.metric == "test_accuracy" else self.metric
     return [
         (5, f"{label} {value:.4g}" if value is not None else f"{label} -"),
-        (2, f"train loss {record['train_loss']:.4f}"),
+    ] + ([(2, f"train loss {record['train_loss']:.4f}")] if "train_loss" in record else []) + [
         (3, f"{record['round_time_s']:.2f} s/round"),
         (1, f"first round {_duration(self.first_round_s)} (compile)"),
         (4, f"elapsed {_duration(now - self.start)}"),

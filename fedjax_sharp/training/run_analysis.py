@@ -20,7 +20,11 @@ MODELS = {"final": hooks.FINAL_PARAMS, "average": hooks.AVERAGE_PARAMS}
 
 def load_run_config(run_dir: str) -> ml_collections.ConfigDict:
   with open(os.path.join(run_dir, "config.json")) as f:
-    return ml_collections.ConfigDict(json.load(f))
+    config = json.load(f)
+  dp = config.get("dp", {})
+  if dp.get("target_epsilon") is not None:   # older versions recorded the solved sigma here
+    dp["noise_multiplier"] = None
+  return ml_collections.ConfigDict(config)
 
 
 def run_hessian(run_dir: str, *, model: str = "final", k: int = 5, iters: int = 20,
