@@ -402,3 +402,25 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_run_resumes_exactly(
     assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-6)
     assert got["test_accuracy"] == pytest.approx(want["test_accuracy"])
   assert resumed["final_test_accuracy"] == pytest.approx(straight["final_test_accuracy"])
+
+
+def test_did_you_mean_looks_in_the_typed_section_first_and_the_seed_range_reads_2_to_the_32():
+  """A typo'd field is matched by its last part among its own section's fields: 'local.momentun'
+  suggested 'local.asam_eta' and 'local.rho' beside 'local.momentum' (whole dotted names share
+  the section's letters), and 'algorithm.fedgmt.gama' another algorithm's 'gamma'. The seed's
+  range was printed as '[0, 4.29497e+09)'."""
+  from fedjax_sharp.errors import ConfigError           # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import cli, fields         # pylint: disable=g-import-not-at-top
+  hint = lambda arg: cli.describe_flag_error(["run.py", f"--config={DEMO}", arg], ValueError())
+  assert hint("--config.local.momentun=0.5") == (
+      "config field 'local.momentun' does not exist; did you mean 'local.momentum'?")
+  assert hint("--config.algorithm.fedgmt.gama=1").endswith("did you mean "
+                                                          "'algorithm.fedgmt.gamma'?")
+  assert hint("--config.algorithm.fedgf.w=1").endswith("did you mean 'algorithm.fedgf.W'?")
+  assert hint("--config.server.lr_decay=1").endswith("did you mean 'local.lr_decay'?")
+  assert hint("--config.lcoal.lr=1").endswith("did you mean 'local.lr' or 'server.lr'?")
+  assert "did you mean" not in hint("--config.local.xyz=1")    # no odd neighbour
+  config = config_lib.load_config_file(DEMO)
+  config.seed = -1
+  with pytest.raises(ConfigError, match=r"^seed must be in \[0, 2\*\*32\), got -1$"):
+    fields.validate(config)
