@@ -424,3 +424,70 @@ def test_did_you_mean_looks_in_the_typed_section_first_and_the_seed_range_reads_
   config.seed = -1
   with pytest.raises(ConfigError, match=r"^seed must be in \[0, 2\*\*32\), got -1$"):
     fields.validate(config)
+
+
+def test_piped_progress_is_about_ten_lines_a_run_with_4_significant_digits(monkeypatch):
+  """Piped (not a terminal), the demo's 150 rounds log 11 lines (the first round, every 15th),
+  not one ~170-character line per round (151 lines), and a diverging loss reads 2.146e+35, not
+  214620535609590549992450458713587712.0000."""
+  from fedjax_sharp.training import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  logged = []
+  monkeypatch.setattr(progress_lib.logging, "info", logged.append)
+  demo = config_lib.load_config_file(DEMO)
+  assert demo.log_every == 0           # the default: about ten lines a run
+  now = [0.0]
+  bar = Progress(total=demo.rounds, every=demo.log_every or None, stream=io.StringIO(),
+                 clock=lambda: now[0])
+  for done in range(1, demo.rounds + 1):
+    now[0] += 1.0
+    bar.update(done, {"train_loss": 2.1462053560959055e+35, "round_time_s": 0.0187654321,
+                      "test_accuracy": 0.96378830})
+  assert len(logged) == 11 and len(logged) + 1 < 20, logged     # + the run's one INFO line
+  assert [int(re.match(r"round +(\d+)/150", l).group(1)) for l in logged] == [
+      1] + list(range(15, 151, 15))
+  assert "acc 0.9638 | train loss 2.146e+35 | 0.0188 s/round" in logged[-1]
+  assert all(len(l) < 110 for l in logged[1:]), logged   # the compile time: on the first
+  logged.clear()
+  Progress(total=5, every=2, stream=io.StringIO()).update(5, {
+      "train_loss": 0.5, "round_time_s": 1.0, "test_accuracy": 0.5})
+  assert len(logged) == 1 and logged[0].startswith("round 5/5")   # --config.log_every=2
+
+
+def test_analysis_and_comparison_lines_name_their_work_and_keep_the_eta():
+  """The analysis commands' steps use the training's line (bar, counter, elapsed, ETA after the
+  compiled first step) under a label naming the work; a comparison's line names the algorithm
+  and seed. (The Hessian, trace and landscape commands printed nothing while they ran.)"""
+  now = [0.0]
+  out = io.StringIO()
+  bar = Progress(0, every=None, stream=out, clock=lambda: now[0], width=80,
+                 label="landscape fedgmt seed 0", unit="point")
+  lines = []
+  for done in range(1, 442):
+    now[0] += 30.0 if done == 1 else 1.0
+    lines.append(bar.advance(done, 441))
+  assert lines[0].startswith("[          ] landscape fedgmt seed 0 point   1/441 | ")
+  assert "eta after the next point" in lines[0]
+  assert lines[10].endswith("eta 7 min 10 s") and len(lines[10]) <= 79, lines[10]
+  assert out.getvalue().endswith("\n") and out.getvalue().count("\n") == 1
+  labelled = Progress(total=150, stream=io.StringIO(), clock=lambda: now[0], width=80,
+                      label="fedgloss[client_optimizer='sam',rho=0.1] seed 2")
+  line = labelled.update(1, {"train_loss": 1.0, "round_time_s": 1.0, "test_accuracy": 0.5})
+  assert line.startswith("[          ] fedgloss[client~] seed 2 round   1/150 | "), line
+  assert line.endswith("| eta after the next round"), line
+  assert len(line) <= 79
+
+
+def test_compare_names_the_algorithm_and_seed_on_each_runs_progress_line(tmp_path, monkeypatch):
+  """`run_grid` passes each run its name for the line (the line used to show only the round, so
+  five algorithms x three seeds looked alike)."""
+  from fedjax_sharp.training import compare, loop       # pylint: disable=g-import-not-at-top
+  shown = []
+  monkeypatch.setattr(loop, "run", lambda cfg, run_dir, progress=True, **_: shown.append(
+      progress) or {})
+  monkeypatch.setattr(compare.metrics_lib, "read_jsonl", lambda path: [])
+  compare.run_grid(_tiny_grid_config(), ["fedavg", "fedgmt[gamma=0]"], [0, 3], str(tmp_path))
+  assert shown == ["fedavg seed 0", "fedavg seed 3", "fedgmt[gamma=0] seed 0",
+                   "fedgmt[gamma=0] seed 3"]
+  shown.clear()
+  compare.run_grid(_tiny_grid_config(), ["fedavg"], [0], str(tmp_path / "quiet"), progress=False)
+  assert shown == [False]

@@ -181,7 +181,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
   """
   from fedjax_sharp.training import run_analysis
   workdir = workdir or tempfile.mkdtemp(prefix="fedjax_sharp_compare_")
-  plan, pending, reused = [], [], set()
+  plan, pending, reused, labels = [], [], set(), {}
   for name in algorithms:
     for seed in seeds:
       cfg = configure_variant(config, name, seed)
@@ -201,6 +201,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
         reused.add(run_dir)
       else:
         pending.append((cfg, run_dir))
+        labels[run_dir] = f"{name} seed {seed}"   # on its progress line
       plan.append((name, run_dir))
   summaries = {}
   if sweep:
@@ -212,7 +213,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
         summaries[run_dir] = summary
   else:
     for cfg, run_dir in pending:
-      summaries[run_dir] = loop.run(cfg, run_dir, progress=progress)
+      summaries[run_dir] = loop.run(cfg, run_dir, progress=progress and labels[run_dir])
   results: dict[str, list[dict]] = {}
   for name, run_dir in plan:
     # A run trained now returned its summary; a reused one is read back (with the defaults of

@@ -47,7 +47,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         aggregation=("auto", ("auto", "examples", "uniform"),
                      "client weights: 'examples' (n_m / sum n) | 'uniform' | 'auto' ('uniform' "
                      "with differential privacy, else 'examples')"),
-        log_every=(1, ">= 1", "progress line every k rounds"),
+        log_every=(0, ">= 0", "when not on a terminal (a pipe, a file): a progress line after "
+                   "the first round, every k rounds and after the last; 0 = about ten in all "
+                   "(k = rounds / 10); a terminal's line is redrawn every round"),
         checkpoint_every=(0, ">= 0", "> 0: save server + client state every k rounds (workdir)"),
         checkpoint_keep=(2, ">= 1", "checkpoints kept under <workdir>/checkpoints (orbax)"),
         resume=(True, _ON_OFF, "continue from the newest checkpoint of the same setting; "
