@@ -36,7 +36,7 @@ NOT_RUN = {
     "for i in 0 1; do": "two processes: tests/test_distributed.py runs the same command",
     "XLA_FLAGS=": "inside the two-process loop above",
     "done; wait": "end of the two-process loop above",
-    "python experiments/run.py --config=my_config.py":
+    ".venv/bin/python experiments/run.py --config=my_config.py":
         "the reader's own config file: tests/test_hyperparameters.py runs this command on a "
         "config file written like the page's",
     "pip install -e '.[prepare]'": "install step (TensorFlow, for preparing TFDS datasets)",

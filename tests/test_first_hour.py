@@ -491,3 +491,46 @@ def test_compare_names_the_algorithm_and_seed_on_each_runs_progress_line(tmp_pat
   shown.clear()
   compare.run_grid(_tiny_grid_config(), ["fedavg"], [0], str(tmp_path / "quiet"), progress=False)
   assert shown == [False]
+
+
+def test_a_block_the_run_does_not_use_is_refused_and_a_config_json_with_every_block_resumes(
+    tmp_path):
+  """A field set for a block no run of the command uses is one line naming the fix (the docs'
+  own `--config.algorithm.my_fedprox.mu=0.1` trained FedAvg and said nothing), for the
+  algorithm, model and task blocks, a comparison and a variant alike. Values a config file
+  writes into several blocks, as config.json holds every block, are not refused: such a run
+  resumes."""
+  from fedjax_sharp.errors import ConfigError           # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import cli, compare, fields, loop, run_analysis  # pylint: disable=g-import-not-at-top
+  config = _tiny_grid_config()
+  assert fields.choice_blocks(config)["model.resnet8"] == "model.name"
+  assert fields.choice_blocks(config)["task.pl"] == "task.name"
+  with pytest.raises(ConfigError, match=r"^algorithm\.my_block\.mu is set but algorithm\.name is "
+                     r"'fedavg'; add --config\.algorithm\.name=my_block$"):
+    config.algorithm.my_block = {"mu": 0.1}    # as a registered user algorithm's block
+    fields.refuse_unused(["algorithm.my_block.mu"], [config])
+  fields.refuse_unused(["algorithm.name", "algorithm.fedavg", "local.lr", "model.name"],
+                       [config])   # used
+  with pytest.raises(ConfigError, match=r"^task\.pl\.hetero is set but task\.name is "
+                     r"'classification'; add --config\.task\.name=pl$"):
+    fields.refuse_unused(["task.pl.hetero"], [config])
+  grid = [compare.configure_variant(config, v, 0) for v in ("fedavg", "feddyn[alpha=0.2]")]
+  fields.refuse_unused(["algorithm.feddyn.alpha"], grid, cli.grid_fix)
+  with pytest.raises(ConfigError, match=r"^algorithm\.fedgmt\.gamma is set but algorithm\.name "
+                     r"is one of \['fedavg', 'feddyn'\]; add fedgmt to --algorithms$"):
+    fields.refuse_unused(["algorithm.fedgmt.gamma"], grid, cli.grid_fix)
+  with pytest.raises(ConfigError, match=r"add model\.name=resnet8 to 'fedavg\[model\.resnet8"):
+    compare.configure_variant(config, "fedavg[model.resnet8.groups=4]", 0)
+  # A config file may fill other blocks (a comparison's hyperparameters); the run and its
+  # resume from config.json accept them.
+  config = _tiny_grid_config()
+  config.algorithm.fedgmt.gamma, config.model.resnet8.groups = 0.3, 4
+  config.checkpoint_every = 1
+  exp = loop.build_experiment(config)
+  loop.run(config, str(tmp_path), progress=False, experiment=exp)
+  saved = run_analysis.load_run_config(str(tmp_path))
+  assert saved.algorithm.fedgmt.gamma == 0.3 and saved.model.resnet8.groups == 4
+  fields.refuse_unused([], [saved])
+  resumed = loop.run(saved, str(tmp_path), progress=False, experiment=exp)
+  assert resumed["status"] == "completed" and resumed["completed_rounds"] == 3
+  assert not (tmp_path / "metrics.replaced.jsonl").exists()     # resumed, not restarted

@@ -198,6 +198,11 @@ CONFIG_CASES = [
     ("--config.checkpoint_keep=0", "checkpoint_keep"),
     ("--config.local.lrr=0.1", "'local.lrr' does not exist; did you mean 'local.lr'"),
     ("--config.algorithm.fedsam.rhoo=0.1", "'algorithm.fedsam.rhoo' does not exist"),
+    # A block the run does not use: it used to be ignored without a word (FedAvg trained).
+    ("--config.algorithm.fedprox.mu=0.5", "error: algorithm.fedprox.mu is set but algorithm.name "
+     "is 'fedavg'; add --config.algorithm.name=fedprox"),
+    ("--config.model.resnet8.groups=4", "error: model.resnet8.groups is set but model.name is "
+     "'linear'; add --config.model.name=resnet8"),
 ]
 
 

@@ -187,6 +187,22 @@ def guarded(main: Callable) -> Callable:
   return wrapper
 
 
+def refuse_unused_overrides(config_flag, configs, fix=None) -> None:
+  """Refuses (ConfigError: one line, exit 2) a `--config.<block>.<field>=...` override of
+  `config_flag` (the entry point's config FlagHolder) inside a per-choice block that none of
+  `configs`, the runs the command makes, uses (`fields.refuse_unused`)."""
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import fields  # pylint: disable=g-import-not-at-top
+  paths = list(config_flags.get_override_values(flags.FLAGS[config_flag.name]))
+  fields.refuse_unused(paths, configs, fix)
+
+
+def grid_fix(chooser: str, choice: str) -> str:
+  """The remedy of an unused block in a comparison: the algorithm joins --algorithms."""
+  return (f"add {choice} to --algorithms" if chooser == "algorithm.name"
+          else f"add --config.{chooser}={choice}")
+
+
 def field_docs() -> dict[str, str]:
   """Field path -> one-line doc: `config.FIELD_DOCS` for the base fields, the factories'
   `Field` docs for the algorithm blocks (data, not parsed source)."""

@@ -20,6 +20,7 @@ from typing import Sequence
 
 from absl import logging
 
+from fedjax_sharp.training import fields
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training import workdir as workdir_lib
@@ -118,6 +119,8 @@ def configure_variant(config, variant: str, seed: int):
           raise ValueError(f"--algorithms: {name!r} has no hyperparameter block "
                            f"config.algorithm.{name} to override")
         _set(cfg.algorithm[name], key, value, f"config.algorithm.{name}")
+  fields.refuse_unused([k for k in overrides if "." in k], [cfg],
+                       lambda chooser, choice: f"add {chooser}={choice} to {variant!r}")
   return cfg
 
 
