@@ -136,3 +136,45 @@ def test_tracked_files_name_topics_not_issue_numbers():
         if pattern.search(line):
           hits.append(f"{name}:{number}: {line.decode(errors='replace').strip()[:120]}")
   assert not hits, "\n".join(hits)
+
+
+def _read(path: str) -> str:
+  with open(os.path.join(ROOT, path)) as f:
+    return f.read()
+
+
+def test_the_algorithm_lists_of_readme_and_running_md_are_the_registry():
+  """running.md's algorithm table names every registered classification algorithm once, with
+  the communication the generated index (docs/algorithms/index.md, itself checked against the
+  registry) gives; its lists of the algorithms with their own momentum or weight decay are the
+  ones whose blocks declare it, its list of models the model registry; the README's counts are
+  the registries' sizes. (The table and
+  the README missed fedgf, fedswa, fedmoswa, fednsam and dp_fedsam, added later, and the README
+  said 11 models.)"""
+  import re                                             # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
+  from fedjax_sharp.models.registry import MODELS
+  index = dict(re.findall(r"^\| \[`(\w+)`\]\([^)]*\) \| [^|]+ \| (\d / \d)", _read(
+      "docs/algorithms/index.md"), re.M))
+  running = _read("docs/running.md")
+  listed = {}
+  for names, comm in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| .+? \| ([\d /,]+) \| .+ \|$",
+                                running, re.M):
+    names, comms = re.findall(r"`(\w+)`", names), comm.split(", ")
+    for name, c in zip(names, comms * len(names) if len(comms) == 1 else comms):
+      assert name not in listed, f"running.md lists {name} twice"
+      listed[name] = c
+  assert set(listed) == set(ALGORITHMS), sorted(set(ALGORITHMS) ^ set(listed))
+  assert listed == {name: index[name] for name in listed}
+  own = lambda field: {r.title for r in ALGORITHMS.values() if field in r.fields()}
+  text = " ".join(running.split())
+  momentum = re.search(r"except for the algorithms that fix their own \(([^)]+)\)", text)
+  assert set(momentum.group(1).split(", ")) == own("momentum")
+  decay = re.search(r"; ([\w\-, ]+) also fix their weight decay", text).group(1)
+  assert set(re.split(r", | and ", decay)) == own("weight_decay")
+  models = text.split("Models (`config.model.name`", 1)[1].split("Partitions (", 1)[0]
+  assert set(re.findall(r"`(\w+)`", models)) - {"config"} == set(MODELS)
+  readme = " ".join(_read("README.md").split())
+  assert (f"{len(ALGORITHMS)} classification and {len(MINIMAX_ALGORITHMS)} minimax algorithms, "
+          f"{len(MODELS)} models") in readme
