@@ -60,7 +60,7 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm) -> str:
   else:
     lines += ["No hyperparameters of its own."]
   config = "configs/demo.py" if comm is not None else "configs/minimax_toy.py:bilinear"
-  lines += ["", f"Run it: `python experiments/run.py --config={config} "
+  lines += ["", f"Run it: `.venv/bin/python experiments/run.py --config={config} "
             f"--config.algorithm.name={name}`"
             + (" (the bilinear test game; the other minimax tasks: `configs/minimax_*.py`)"
                if comm is None else "") + ".", ""]
