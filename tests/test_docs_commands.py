@@ -29,7 +29,8 @@ NOT_RUN = {
     "make test": "what CI runs",
     "nvidia-smi": "GPU machines only",
     "python -m venv": "install step (tests/test_first_hour.py builds the wheel)",
-    ".venv/bin/pip install": "install step (tests/test_first_hour.py builds the wheel)",
+    ".venv/bin/pip install": "install step (tests/test_first_hour.py builds the wheel; the "
+                             "'prepare' extra is TensorFlow, for preparing TFDS datasets)",
     ".venv/bin/python -c \"import jax": "GPU install check; prints the CPU here",
     ".venv/bin/python benchmarks/accelerator.py --check --small":
         "run by tests/test_benchmarks.py::test_accelerator_check_small_runs_every_algorithm",
@@ -39,7 +40,6 @@ NOT_RUN = {
     ".venv/bin/python experiments/run.py --config=my_config.py":
         "the reader's own config file: tests/test_hyperparameters.py runs this command on a "
         "config file written like the page's",
-    "pip install -e '.[prepare]'": "install step (TensorFlow, for preparing TFDS datasets)",
     ".venv/bin/python experiments/run.py --config=configs/fedgmt_table2.py --config.data.path=$HOME/tfds":
         "downloads CIFAR-10 (network); the download path without network is tested by "
         "tests/test_data_sources.py::test_tfds_download_*",
@@ -110,6 +110,41 @@ def _tiny(cmd: str, tmp: str) -> list[str]:
 
 
 RUNNABLE = [(f, c) for f, c in docs_commands() if _not_run(c) is None]
+
+# The docs' commands that take over a minute on a 2-core CPU (a pattern of the line that starts
+# each): its page says how long, in the lines around it.
+LONG = (
+    r"^make demo ", r"^make test ",
+    r"experiments/run\.py --config=configs/fashion_mnist_cnn\.py",
+    r"experiments/compare\.py --config=configs/fedgmt_fmnist_hetero\.py",
+    r"experiments/compare\.py --config=configs/demo\.py \\$",
+    r"experiments/compare\.py --config=configs/demo\.py --sweep",
+    r"`\.venv/bin/python experiments/(hessian|landscape|analyse)\.py",
+    r"experiments/landscape\.py --workdir=runs/",
+    r"experiments/run\.py --config=configs/(shakespeare_lstm|femnist_cnn)\.py",
+)
+HOW_LONG = re.compile(r"\b\d[\d.,]*(-\d[\d.,]*)? ?(s|min|h|hours?)\b|\ba minute\b|not timed")
+
+
+def test_every_long_docs_command_says_how_long_it_takes():
+  """The commands of README.md and docs/ that take over a minute on a 2-core CPU (`LONG`) say
+  how long, within a few lines. Nothing did for the README's Fashion-MNIST run (16 min), its
+  grid of 15 runs (hours) or its landscape (8 min 11 s, silent meanwhile)."""
+  pages = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs",
+                                                                            "*.md")))
+  found, silent = 0, []
+  for path in pages:
+    lines = open(path).read().splitlines()
+    for i, line in enumerate(lines):
+      if any(re.search(p, line) for p in LONG):
+        found += 1
+        window = "\n".join(lines[max(0, i - 3):i + 12])
+        if not HOW_LONG.search(window.replace(line, line.split("#")[0]) if line.startswith(
+            "make ") else window):
+          silent.append(f"{os.path.relpath(path, ROOT)}:{i + 1}: {line.strip()[:90]}")
+  assert found >= 10, found
+  assert not silent, "say how long these take on a 2-core CPU:\n" + "\n".join(silent)
+
 
 # A repository script or module run by a bare `python`: after `make demo` that is the system's
 # Python, without the venv's packages ("No module named 'absl'"). `python -m venv` makes the venv.
