@@ -34,7 +34,7 @@ def main(argv):
   if skipped:
     logging.warning("not registered, skipped: %s", skipped)
   cli.refuse_unused_overrides(_CONFIG, [compare.configure_variant(config, a, config.seed)
-                                        for a in algorithms], cli.grid_fix)
+                                        for a in algorithms], grid=True)
   t0 = time.time()
   results = compare.run_grid(config, algorithms, [config.seed], _WORKDIR.value)
   print(compare.reuse_note(results, _WORKDIR.value, f"delete {_WORKDIR.value} to retrain")

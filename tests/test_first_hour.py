@@ -515,10 +515,13 @@ def test_a_block_the_run_does_not_use_is_refused_and_a_config_json_with_every_bl
                      r"'classification'; add --config\.task\.name=pl$"):
     fields.refuse_unused(["task.pl.hetero"], [config])
   grid = [compare.configure_variant(config, v, 0) for v in ("fedavg", "feddyn[alpha=0.2]")]
-  fields.refuse_unused(["algorithm.feddyn.alpha"], grid, cli.grid_fix)
+  cli.refuse_unused_paths(["algorithm.feddyn.alpha"], grid, grid=True)
   with pytest.raises(ConfigError, match=r"^algorithm\.fedgmt\.gamma is set but algorithm\.name "
                      r"is one of \['fedavg', 'feddyn'\]; add fedgmt to --algorithms$"):
-    fields.refuse_unused(["algorithm.fedgmt.gamma"], grid, cli.grid_fix)
+    cli.refuse_unused_paths(["algorithm.fedgmt.gamma"], grid, grid=True)
+  with pytest.raises(ConfigError, match=r"--config\.algorithm\.name is not used here: "
+                     r"--algorithms names"):                 # a comparison overwrote it
+    cli.refuse_unused_paths(["algorithm.name"], grid, grid=True)
   with pytest.raises(ConfigError, match=r"add model\.name=resnet8 to 'fedavg\[model\.resnet8"):
     compare.configure_variant(config, "fedavg[model.resnet8.groups=4]", 0)
   # A config file may fill other blocks (a comparison's hyperparameters); the run and its
