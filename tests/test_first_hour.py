@@ -547,7 +547,7 @@ def test_a_real_full_disk_is_one_line_without_orbax_tracebacks(tmp_path):
   limited = os.path.join(ROOT, "tests", "scripts", "file_size_limit.py")
   work = tmp_path / "full"
   proc = cli_runner.run(
-      [sys.executable, limited, "60000", RUN, f"--config={DEMO}", "--config.rounds=3",
+      [sys.executable, limited, "60000", RUN, f"--config={DEMO}", "--config.rounds=2",
        "--config.checkpoint_every=2", f"--workdir={work}"],
       env=dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"),
       cwd=ROOT, capture_output=True, text=True, timeout=600)

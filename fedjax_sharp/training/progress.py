@@ -46,7 +46,7 @@ class Progress:
   """
 
   BAR = 10   # characters of the bar, always the same
-  LABEL = 24   # at most this many characters of the label (its middle gives way)
+  LABEL = 24   # a terminal's line shows this many characters of the label at most
 
   def __init__(self, total: int, every: int | None = 1, stream=None, start: int = 0,
                clock: Callable[[], float] = time.monotonic, width: int | None = None,
@@ -61,9 +61,7 @@ class Progress:
     self.first_round_s = None    # compile + the first step of this process
     self.first_done_at = None
     self.metric = metric
-    label = label or ""
-    self.label = (label if len(label) <= self.LABEL else
-                  label[:self.LABEL - 9] + "~" + label[-8:])   # 'fedgloss[client_o~ seed 0'
+    self.label = label or ""
     self.unit = unit
     self._open = False           # a live line is drawn and not ended yet
 
@@ -158,8 +156,9 @@ class Progress:
     filled = self.BAR * min(done, self.total) // max(1, self.total)
     bar = "[" + "#" * filled + " " * (self.BAR - filled) + "]"
     width = self.width - 1            # the last column would wrap on some terminals
-    head = " ".join(([bar] if width >= 60 else []) + ([self.label] if self.label else [])
-                    + [counter])
+    label = (self.label if len(self.label) <= self.LABEL else   # 'fedgloss[client~] seed 2'
+             self.label[:self.LABEL - 9] + "~" + self.label[-8:])
+    head = " ".join(([bar] if width >= 60 else []) + ([label] if label else []) + [counter])
     text = self.fit(head, fields(), width)
     self.stream.write("\r" + text.ljust(width))
     self._open = True
