@@ -337,7 +337,8 @@ def ignore_abandoned_async_work() -> None:
   up to the process's exit) and their tasks are collected with "Task exception was never
   retrieved" (asyncio's logger). The error itself is reported in one line; these copies of it
   are dropped. Everything else reaches the previous hook and the logger as before. Installed
-  once per process."""
+  once per process, by the first restore (before orbax runs: the noise may come as soon as the
+  loop closes) or by a failed save."""
   if _IGNORING_ABANDONED:
     return
   previous = sys.unraisablehook
