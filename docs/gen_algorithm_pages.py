@@ -128,7 +128,7 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm, weighting=
     lines += ["", f"Client weighting with `aggregation='auto'` (the default): '{weighting[0]}', "
               f"{weighting[1]}; 'uniform' under differential privacy."]
   config = "configs/demo.py" if comm is not None else "configs/minimax_toy.py:bilinear"
-  lines += ["", f"Run it: `python experiments/run.py --config={config} "
+  lines += ["", f"Run it: `.venv/bin/python experiments/run.py --config={config} "
             f"--config.algorithm.name={name}`"
             + (" (the bilinear test game; the other minimax tasks: `configs/minimax_*.py`)"
                if comm is None else "") + ".", ""]

@@ -82,13 +82,14 @@ class Experiment:
       self.feeder = feeding.DeviceFeeder(self.train_data.x, self.train_data.y, self.sampler.build)
 
   def top_eigenvalues(self, params, k: int = 1, iters: int = 20, method: str = "power",
-                      max_examples: int = 0):
-    """Top-k Hessian eigenvalues of the test cross-entropy at `params` (fedjax_sharp.analysis)."""
+                      max_examples: int = 0, progress=None):
+    """Top-k Hessian eigenvalues of the test cross-entropy at `params` (fedjax_sharp.analysis;
+    `progress(done, total)` after every Hessian-vector product)."""
     from fedjax_sharp.analysis import hessian
     return hessian.model_top_eigenvalues(
         self.apply_fn, params, self.dataset.x_test, self.dataset.y_test, k=k, method=method,
         iters=iters, batch_size=self.config.eval.batch_size, preprocess=self.eval_preprocess,
-        max_examples=max_examples)
+        max_examples=max_examples, progress=progress)
 
   def learning_rate(self, round_idx: int) -> float:
     return self.config.local.lr * self.config.local.lr_decay ** round_idx

@@ -48,7 +48,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                      "client weights: 'examples' (n_m / sum n) | 'uniform' | 'auto' ('uniform' "
                      "with differential privacy, else the algorithm's own: "
                      "docs/algorithms/index.md)"),
-        log_every=(1, ">= 1", "progress line every k rounds"),
+        log_every=(0, ">= 0", "when not on a terminal (a pipe, a file): a progress line after "
+                   "the first round, every k rounds and after the last; 0 = about ten in all "
+                   "(k = rounds / 10); a terminal's line is redrawn every round"),
         checkpoint_every=(0, ">= 0", "> 0: save server + client state every k rounds (workdir)"),
         checkpoint_keep=(2, ">= 1", "checkpoints kept under <workdir>/checkpoints (orbax)"),
         resume=(True, _ON_OFF, "continue from the newest checkpoint of the same setting; "
@@ -474,6 +476,43 @@ def _privacy(config) -> None:
     if dp.target_epsilon is not None:
       _check(int(config.data.num_clients) > 0, "dp.target_epsilon",
              "needs data.num_clients > 0 (the sampling rate clients_per_round / num_clients)")
+
+
+def choice_blocks(config) -> dict[str, str]:
+  """{block: the field that chooses it} for every per-choice block of the config: a section with
+  a `name` field and sub-blocks keyed by the names it may take ('algorithm.fedgmt':
+  'algorithm.name', 'model.resnet8': 'model.name', 'task.pl': 'task.name'). Only the block the
+  name picks is used."""
+  out = {}
+  for section in config:
+    node = config[section]
+    if hasattr(node, "items") and "name" in node:
+      out.update({f"{section}.{key}": f"{section}.name" for key in node
+                  if hasattr(node[key], "items")})
+  return out
+
+
+def refuse_unused(paths, configs, fix: Callable[[str, str], str] | None = None) -> None:
+  """Refuses, in one line naming the fix, a field of `paths` (what a command line or a variant
+  set) inside a per-choice block (`choice_blocks`) that none of `configs` (the runs it makes)
+  uses: `--config.algorithm.my_fedprox.mu=0.1` with algorithm.name 'fedavg' would otherwise
+  train FedAvg and say nothing. `fix(chooser, choice)`: the remedy (default `add
+  --config.<chooser>=<choice>`). Values a config file writes into several blocks are not
+  refused (a comparison's file holds every algorithm's hyperparameters), nor is anything in a
+  finished run's config.json: only what was set for this command."""
+  configs = list(configs)
+  blocks = choice_blocks(configs[0])
+  for path in paths:
+    block = ".".join(path.split(".")[:2])
+    if block not in blocks:
+      continue
+    chooser = blocks[block]
+    section, choice = block.split(".")
+    chosen = sorted({str(c[section].name) for c in configs})
+    if choice not in chosen:
+      now = repr(chosen[0]) if len(chosen) == 1 else f"one of {chosen}"
+      remedy = fix(chooser, choice) if fix else f"add --config.{chooser}={choice}"
+      raise ConfigError(f"{path} is set but {chooser} is {now}; {remedy}")
 
 
 def validate(config, multiprocess: bool = False) -> None:

@@ -81,7 +81,7 @@ class RunRecorder:
   """
 
   def __init__(self, config, workdir: str | None, exp: Experiment, build_time: float,
-               progress: bool = True, checkpoint_workdir: str | None = None,
+               progress: bool | str = True, checkpoint_workdir: str | None = None,
                run_provenance: dict | None = None):
     self.config, self.workdir, self.exp, self.build_time = config, workdir, exp, build_time
     # The code that runs is the code at the start: a checkout moved during the run must not
@@ -118,7 +118,7 @@ class RunRecorder:
                    f"{jax.process_count()} process(es)"))
     self.hooks = self.make_hooks(progress, truncate=not restored)
 
-  def make_hooks(self, progress: bool, truncate: bool = True) -> list[hooks_lib.Hook]:
+  def make_hooks(self, progress: bool | str, truncate: bool = True) -> list[hooks_lib.Hook]:
     """The run's hooks from its config, in the order `record_round` calls them (the module doc
     of `training.hooks`). `truncate`: start metrics.jsonl afresh (not a resumed run)."""
     config, exp, workdir = self.config, self.exp, self.workdir
@@ -149,8 +149,10 @@ class RunRecorder:
       hooks.append(hooks_lib.Artifacts(exp.artifacts, workdir, rounds, config.eval.artifact_every))
     if workdir:
       hooks.append(hooks_lib.FinalModel(rounds, path(hooks_lib.FINAL_PARAMS)))
-    if progress:
-      hooks.append(Progress(rounds, config.log_every, start=self.start_round, metric=exp.metric))
+    if progress:   # a string: the run's name on the line (a comparison's 'fedgmt seed 0')
+      hooks.append(Progress(rounds, int(config.log_every) or None, start=self.start_round,
+                            metric=exp.metric,
+                            label=progress if isinstance(progress, str) else None))
     return hooks
 
   def _restore(self) -> bool:
