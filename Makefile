@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine with Python >= 3.10:
-#   make demo   # creates .venv, installs fedjax_sharp, runs FedAvg vs FedGMT on embedded data
+#   make demo   # creates .venv, installs fedjax_sharp, runs FedAvg, FedDyn and FedGMT on embedded data
 #   make test   # same install, then the test suite (what .ci/run runs)
 PYTHON ?= python3
 VENV ?= .venv

@@ -86,6 +86,18 @@ def render_rule(text: str, defaults: dict) -> str:
                          text)
 
 
+def rendered_rules() -> dict[str, str]:
+  """Every algorithm's update rule with its placeholders filled (what the pages show)."""
+  classification, minimax = _algorithms()
+  from fedjax_sharp.algorithms.hyperparameters import fields
+  out = {}
+  for name, text in RULES.items():
+    declared = (classification[name].fields() if name in classification
+                else fields(minimax.FACTORIES[name]))
+    out[name] = render_rule(text, {k: h.default for k, h in declared.items()})
+  return out
+
+
 def _rows(declared) -> dict:
   """field -> (default, range or choices, doc), from the factory's signature."""
   return {k: (h.default, h.field.range or (" / ".join(map(str, h.field.choices))
@@ -116,7 +128,7 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm, weighting=
     lines += ["", f"Client weighting with `aggregation='auto'` (the default): '{weighting[0]}', "
               f"{weighting[1]}; 'uniform' under differential privacy."]
   config = "configs/demo.py" if comm is not None else "configs/minimax_toy.py:bilinear"
-  lines += ["", f"Run it: `python experiments/run.py --config={config} "
+  lines += ["", f"Run it: `.venv/bin/python experiments/run.py --config={config} "
             f"--config.algorithm.name={name}`"
             + (" (the bilinear test game; the other minimax tasks: `configs/minimax_*.py`)"
                if comm is None else "") + ".", ""]

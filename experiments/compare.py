@@ -66,8 +66,11 @@ def main(argv):
   config = _CONFIG.value
   if config is None:
     raise app.UsageError("--config is required, e.g. --config=configs/demo.py")
+  from fedjax_sharp.training import cli
   algorithms = compare.parse_algorithms(_ALGORITHMS.value)
   compare.check_algorithms(algorithms, MINIMAX_ALGORITHMS if is_minimax(config) else ALGORITHMS)
+  cli.refuse_unused_overrides(_CONFIG, [compare.configure_variant(config, a, 0)
+                                        for a in algorithms], grid=True)
   results = compare.run_grid(config, algorithms, [int(s) for s in _SEEDS.value],
                              _WORKDIR.value, reuse=_REUSE.value, overwrite=_OVERWRITE.value,
                              report_only=_REPORT_ONLY.value, sweep=_SWEEP.value,

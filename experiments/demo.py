@@ -26,13 +26,15 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/demo", "Output directory.")
 def main(argv):
   del argv
   from fedjax_sharp.algorithms.registry import ALGORITHMS
-  from fedjax_sharp.training import compare
+  from fedjax_sharp.training import cli, compare
 
   config = _CONFIG.value
   algorithms = [a for a in _ALGORITHMS.value if a in ALGORITHMS]
   skipped = sorted(set(_ALGORITHMS.value) - set(algorithms))
   if skipped:
     logging.warning("not registered, skipped: %s", skipped)
+  cli.refuse_unused_overrides(_CONFIG, [compare.configure_variant(config, a, config.seed)
+                                        for a in algorithms], grid=True)
   t0 = time.time()
   results = compare.run_grid(config, algorithms, [config.seed], _WORKDIR.value)
   print(compare.reuse_note(results, _WORKDIR.value, f"delete {_WORKDIR.value} to retrain")

@@ -66,6 +66,7 @@ def main(argv):
                            f"it (e.g. 'algorithm.{config.algorithm.name}', 'engine', 'data')")
     print(listing, end="")
     return
+  cli.refuse_unused_overrides(_CONFIG, [config])   # a block the run does not use: one line
   if _PRINT_PARTITION.value or _SAVE_PARTITION.value:
     dataset = data_lib.load_dataset(config.data)
     parts = data_lib.partition_dataset(dataset, config.data, seed=config.seed)

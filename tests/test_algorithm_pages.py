@@ -68,7 +68,7 @@ def test_every_number_a_page_states_for_a_field_is_the_codes_default():
     defaults = declared(name)
     module = (importlib.import_module(ALGORITHMS[name].factory.__module__) if name in ALGORITHMS
               else minimax)
-    text = (gen.render_rule(RULES[name], defaults) + "\n"
+    text = (gen.rendered_rules()[name] + "\n"
             + (inspect.getdoc(module) if name in ALGORITHMS else ""))
     for m in FIELD_VALUE.finditer(text):
       field, stated = m.group(1), m.group(2)

@@ -203,6 +203,11 @@ def test_landscape_cli_on_a_finished_run(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   for name in ("landscape.png", "landscape.npz", "interpolation.png", "analysis.json"):
     assert os.path.exists(tmp_path / "s0" / name), name
+  # The long parts show the training's progress line (here piped: its log lines), naming the
+  # run, the step and the time left (the command used to print nothing until it ended).
+  for line in ("landscape fedavg seed 0 | point 9/9 | ", "path fedavg seed 0 | point 21/21 | ",
+               "trace fedavg seed 0 | probe 4/4 | "):
+    assert line in proc.stderr and "| eta " in proc.stderr.split(line)[1].split("\n")[0], line
   import json
   stored = json.load(open(tmp_path / "s0" / "analysis.json"))
   assert stored["final_sharpness"]["trace_probes"] == 4
@@ -277,6 +282,9 @@ def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
            "--gl_examples=60", "--grid=3"]
   proc = analyse(*small, "--parts=hessian,sharpness,clients,global_local")
   assert proc.returncode == 0, proc.stderr[-2000:]
+  for line in ("lambda_max fedavg seed 0 | iteration 3/3 | ", "trace fedavg seed 0 | probe 2/2",
+               "global vs local fedavg seed 0 | iteration 21/21 | "):
+    assert line in proc.stderr, (line, proc.stderr[-2000:])
   stored = json.load(open(run_dir / "analysis.json"))
   assert set(stored) == {"final_sharpness", "final_clients", "final_global_local"}
   assert stored["final_sharpness"]["trace_probes"] == 2
@@ -289,12 +297,15 @@ def test_analyse_cli_stores_every_part_and_resumes(tmp_path):
   proc = analyse("--check")
   assert proc.returncode == 1 and "landscape     missing" in proc.stdout
   assert analyse("--check", "--parts=hessian,clients").returncode == 0
-  # A second run computes only what is missing: the stored parts keep their values.
-  proc = analyse(*small[:1], "--grid=3", "--trace_probes=50")
+  # A second run computes only what is missing: the stored parts keep their values. More
+  # examples than the test split has: the record says how many were used (it said 2000 for a
+  # 359-example test set).
+  proc = analyse("--examples=2000", "--grid=3", "--trace_probes=50")
   assert proc.returncode == 0, proc.stderr[-2000:]
   again = json.load(open(run_dir / "analysis.json"))
   assert again["final_sharpness"] == stored["final_sharpness"]
   assert again["final_landscape"]["grid"] == 3
+  assert again["final_landscape"]["examples"] == 359      # the digits' test split
   assert analyse("--check").returncode == 0
   proc = analyse("--parts=hessian,curvature")
   assert proc.returncode != 0 and "curvature" in proc.stderr

@@ -91,6 +91,8 @@ def _stated(doc):
 # minimax task one of its own algorithms and no more clients per round than it has.
 CONTEXT = {"data.num_clients": lambda value: {"data.partition": "natural", "clients_per_round": 1},
            "local.epochs": lambda value: {"local.steps": 1},
+           "dp.target_epsilon": lambda value: {"dp.enabled": True},
+           "dp.noise_cohort_size": lambda value: {"dp.enabled": True, "clients_per_round": 1},
            "task.name": lambda value: {} if value == "classification" else
                                       {"algorithm.name": "local_sgda", "clients_per_round": 2}}
 
@@ -183,6 +185,9 @@ def test_every_field_from_the_command_line_through_validation_to_print_config():
 
   refused, config = 0, config_lib.base_config()
   for path, h in DECLARED.items():
+    context = CONTEXT.get(path, lambda value: {})(values[path])
+    for other, setting in context.items():
+      _set(config, other, setting)
     _set(config, path, values[path])
     declared = h.field.choices is not None or h.field.range is not None
     if declared and path != "task.name":   # another task needs one of its own algorithms
@@ -197,6 +202,8 @@ def test_every_field_from_the_command_line_through_validation_to_print_config():
       assert _stated(config_lib.FIELD_DOCS[path]) is not None, path   # the doc says what is allowed
       refused += 1
     _set(config, path, h.default)
+    for other in context:
+      _set(config, other, _get(config_lib.base_config(), other))
   assert refused > 90
 
 

@@ -39,6 +39,7 @@ class Behaviour:
     self.requests = []       # (path, Range header or None)
     self.no_length = False   # send no Content-Length (the body ends when the connection does)
     self.endless = False     # announce 10**12 bytes and send until the client hangs up
+    self.announce = None     # a Content-Length to announce instead of the body's own
     self.trickle_s = None    # send the body one byte per this many seconds
 
 
@@ -89,6 +90,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
       return
     if b.no_length:
+      self.close_connection = True
+    elif b.announce is not None:   # a wrong header, then the body and a hang-up
+      self.send_header("Content-Length", str(b.announce))
       self.close_connection = True
     else:
       self.send_header("Content-Length", str(len(body)))
@@ -174,7 +178,8 @@ def test_wrong_pinned_hash_fails_after_retries(server, tmp_path):
 
 def test_wrong_size_and_md5_are_refused(server, tmp_path):
   url = _serve(server, "/a.bin", PAYLOAD)
-  with pytest.raises(DataError, match="307200 bytes.*expected 5 bytes"):
+  with pytest.raises(DataError, match=r"more than the expected 5 bytes arrived \(the server "
+                     r"announces 307200 bytes\); stopped at 6"):
     download.fetch(Resource("s", url, size=5), str(tmp_path), retries=1)
   with pytest.raises(DataError, match=f"expected md5 {'a' * 32}"):
     download.fetch(Resource("m", url, md5="a" * 32), str(tmp_path), retries=1)
@@ -471,12 +476,25 @@ def test_refusal_against_a_recorded_hash_names_the_files_to_delete(server, tmp_p
   assert f"delete {downloads / 'a.bin.sha256'} and rerun" in str(e.value)
 
 
-def test_endless_body_stops_at_the_pinned_size(server, tmp_path):
+def test_endless_body_stops_one_byte_after_the_pinned_size(server, tmp_path):
   url = _serve(server, "/a.bin", PAYLOAD)
   server.behaviour.endless = True
-  with pytest.raises(DataError, match=r"announces 1000000000000 bytes, expected 307200 bytes"):
+  with pytest.raises(DataError, match=r"more than the expected 307200 bytes arrived \(the server "
+                     r"announces 1000000000000 bytes\); stopped at 307201"):
     download.fetch(Resource("big", url, size=len(PAYLOAD)), str(tmp_path), retries=1)
   assert not (tmp_path / "downloads" / "a.bin.part").exists()
+
+
+def test_a_pinned_file_is_judged_by_size_and_hash_not_by_its_content_length(server, tmp_path):
+  """A server announcing a Content-Length of 10^12 bytes and then sending
+  the right body: the file matches its pinned size and hash, so it is accepted at the first
+  attempt. (The header alone used to refuse every attempt.)"""
+  url = _serve(server, "/a.bin", PAYLOAD)
+  server.behaviour.announce = 10**12
+  path = download.fetch(Resource("pinned", url, sha256=SHA, size=len(PAYLOAD)), str(tmp_path),
+                        retries=3)
+  assert _read(os.path.join(path, "a.bin")) == PAYLOAD
+  assert server.behaviour.requests == [("/a.bin", None)]     # accepted at the first attempt
 
 
 def test_body_longer_than_the_pinned_size_without_length_stops_early(server, tmp_path):

@@ -402,3 +402,187 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_the_run_resumes_exactly(
     assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-6)
     assert got["test_accuracy"] == pytest.approx(want["test_accuracy"])
   assert resumed["final_test_accuracy"] == pytest.approx(straight["final_test_accuracy"])
+
+
+def test_did_you_mean_looks_in_the_typed_section_first_and_the_seed_range_reads_2_to_the_32():
+  """A typo'd field is matched by its last part among its own section's fields: 'local.momentun'
+  suggested 'local.asam_eta' and 'local.rho' beside 'local.momentum' (whole dotted names share
+  the section's letters), and 'algorithm.fedgmt.gama' another algorithm's 'gamma'. The seed's
+  range was printed as '[0, 4.29497e+09)'."""
+  from fedjax_sharp.errors import ConfigError           # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import cli, fields         # pylint: disable=g-import-not-at-top
+  hint = lambda arg: cli.describe_flag_error(["run.py", f"--config={DEMO}", arg], ValueError())
+  assert hint("--config.local.momentun=0.5") == (
+      "config field 'local.momentun' does not exist; did you mean 'local.momentum'?")
+  assert hint("--config.algorithm.fedgmt.gama=1").endswith("did you mean "
+                                                          "'algorithm.fedgmt.gamma'?")
+  assert hint("--config.algorithm.fedgf.w=1").endswith("did you mean 'algorithm.fedgf.W'?")
+  assert hint("--config.server.lr_decay=1").endswith("did you mean 'local.lr_decay'?")
+  assert hint("--config.lcoal.lr=1").endswith("did you mean 'local.lr' or 'server.lr'?")
+  assert "did you mean" not in hint("--config.local.xyz=1")    # no odd neighbour
+  config = config_lib.load_config_file(DEMO)
+  config.seed = -1
+  with pytest.raises(ConfigError, match=r"^seed must be in \[0, 2\*\*32\), got -1$"):
+    fields.validate(config)
+
+
+def test_piped_progress_is_about_ten_lines_a_run_with_4_significant_digits(monkeypatch):
+  """Piped (not a terminal), the demo's 150 rounds log 11 lines (the first round, every 15th),
+  not one ~170-character line per round (151 lines), and a diverging loss reads 2.146e+35, not
+  214620535609590549992450458713587712.0000."""
+  from fedjax_sharp.training import progress as progress_lib  # pylint: disable=g-import-not-at-top
+  logged = []
+  monkeypatch.setattr(progress_lib.logging, "info", logged.append)
+  demo = config_lib.load_config_file(DEMO)
+  assert demo.log_every == 0           # the default: about ten lines a run
+  now = [0.0]
+  bar = Progress(total=demo.rounds, every=demo.log_every or None, stream=io.StringIO(),
+                 clock=lambda: now[0])
+  for done in range(1, demo.rounds + 1):
+    now[0] += 1.0
+    bar.update(done, {"train_loss": 2.1462053560959055e+35, "round_time_s": 0.0187654321,
+                      "test_accuracy": 0.96378830})
+  assert len(logged) == 11 and len(logged) + 1 < 20, logged     # + the run's one INFO line
+  assert [int(re.match(r"round +(\d+)/150", l).group(1)) for l in logged] == [
+      1] + list(range(15, 151, 15))
+  assert "acc 0.9638 | train loss 2.146e+35 | 0.0188 s/round" in logged[-1]
+  assert all(len(l) < 110 for l in logged[1:]), logged   # the compile time: on the first
+  logged.clear()
+  Progress(total=5, every=2, stream=io.StringIO()).update(5, {
+      "train_loss": 0.5, "round_time_s": 1.0, "test_accuracy": 0.5})
+  assert len(logged) == 1 and logged[0].startswith("round 5/5")   # --config.log_every=2
+
+
+def test_analysis_and_comparison_lines_name_their_work_and_keep_the_eta():
+  """The analysis commands' steps use the training's line (bar, counter, elapsed, ETA after the
+  compiled first step) under a label naming the work; a comparison's line names the algorithm
+  and seed. (The Hessian, trace and landscape commands printed nothing while they ran.)"""
+  now = [0.0]
+  out = io.StringIO()
+  bar = Progress(0, every=None, stream=out, clock=lambda: now[0], width=80,
+                 label="landscape fedgmt seed 0", unit="point")
+  lines = []
+  for done in range(1, 442):
+    now[0] += 30.0 if done == 1 else 1.0
+    lines.append(bar.advance(done, 441))
+  assert lines[0].startswith("[          ] landscape fedgmt seed 0 point   1/441 | ")
+  assert "eta after the next point" in lines[0]
+  assert lines[10].endswith("eta 7 min 10 s") and len(lines[10]) <= 79, lines[10]
+  assert out.getvalue().endswith("\n") and out.getvalue().count("\n") == 1
+  labelled = Progress(total=150, stream=io.StringIO(), clock=lambda: now[0], width=80,
+                      label="fedgloss[client_optimizer='sam',rho=0.1] seed 2")
+  line = labelled.update(1, {"train_loss": 1.0, "round_time_s": 1.0, "test_accuracy": 0.5})
+  assert line.startswith("[          ] fedgloss[client~] seed 2 round   1/150 | "), line
+  assert line.endswith("| eta after the next round"), line
+  assert len(line) <= 79
+
+
+def test_compare_names_the_algorithm_and_seed_on_each_runs_progress_line(tmp_path, monkeypatch):
+  """`run_grid` passes each run its name for the line (the line used to show only the round, so
+  five algorithms x three seeds looked alike)."""
+  from fedjax_sharp.training import compare, loop       # pylint: disable=g-import-not-at-top
+  shown = []
+  monkeypatch.setattr(loop, "run", lambda cfg, run_dir, progress=True, **_: shown.append(
+      progress) or {})
+  monkeypatch.setattr(compare.metrics_lib, "read_jsonl", lambda path: [])
+  compare.run_grid(_tiny_grid_config(), ["fedavg", "fedgmt[gamma=0]"], [0, 3], str(tmp_path))
+  assert shown == ["fedavg seed 0", "fedavg seed 3", "fedgmt[gamma=0] seed 0",
+                   "fedgmt[gamma=0] seed 3"]
+  shown.clear()
+  compare.run_grid(_tiny_grid_config(), ["fedavg"], [0], str(tmp_path / "quiet"), progress=False)
+  assert shown == [False]
+
+
+def test_a_block_the_run_does_not_use_is_refused_and_a_config_json_with_every_block_resumes(
+    tmp_path):
+  """A field set for a block no run of the command uses is one line naming the fix (the docs'
+  own `--config.algorithm.my_fedprox.mu=0.1` trained FedAvg and said nothing), for the
+  algorithm, model and task blocks, a comparison and a variant alike. Values a config file
+  writes into several blocks, as config.json holds every block, are not refused: such a run
+  resumes."""
+  from fedjax_sharp.errors import ConfigError           # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import cli, compare, fields, loop, run_analysis  # pylint: disable=g-import-not-at-top
+  config = _tiny_grid_config()
+  assert fields.choice_blocks(config)["model.resnet8"] == "model.name"
+  assert fields.choice_blocks(config)["task.pl"] == "task.name"
+  with pytest.raises(ConfigError, match=r"^algorithm\.my_block\.mu is set but algorithm\.name is "
+                     r"'fedavg'; add --config\.algorithm\.name=my_block$"):
+    config.algorithm.my_block = {"mu": 0.1}    # as a registered user algorithm's block
+    fields.refuse_unused(["algorithm.my_block.mu"], [config])
+  fields.refuse_unused(["algorithm.name", "algorithm.fedavg", "local.lr", "model.name"],
+                       [config])   # used
+  with pytest.raises(ConfigError, match=r"^task\.pl\.hetero is set but task\.name is "
+                     r"'classification'; add --config\.task\.name=pl$"):
+    fields.refuse_unused(["task.pl.hetero"], [config])
+  grid = [compare.configure_variant(config, v, 0) for v in ("fedavg", "feddyn[alpha=0.2]")]
+  cli.refuse_unused_paths(["algorithm.feddyn.alpha"], grid, grid=True)
+  with pytest.raises(ConfigError, match=r"^algorithm\.fedgmt\.gamma is set but algorithm\.name "
+                     r"is one of \['fedavg', 'feddyn'\]; add fedgmt to --algorithms$"):
+    cli.refuse_unused_paths(["algorithm.fedgmt.gamma"], grid, grid=True)
+  with pytest.raises(ConfigError, match=r"--config\.algorithm\.name is not used here: "
+                     r"--algorithms names"):                 # a comparison overwrote it
+    cli.refuse_unused_paths(["algorithm.name"], grid, grid=True)
+  with pytest.raises(ConfigError, match=r"add model\.name=resnet8 to 'fedavg\[model\.resnet8"):
+    compare.configure_variant(config, "fedavg[model.resnet8.groups=4]", 0)
+  # A config file may fill other blocks (a comparison's hyperparameters); the run and its
+  # resume from config.json accept them.
+  config = _tiny_grid_config()
+  config.algorithm.fedgmt.gamma, config.model.resnet8.groups = 0.3, 4
+  config.checkpoint_every = 1
+  exp = loop.build_experiment(config)
+  loop.run(config, str(tmp_path), progress=False, experiment=exp)
+  saved = run_analysis.load_run_config(str(tmp_path))
+  assert saved.algorithm.fedgmt.gamma == 0.3 and saved.model.resnet8.groups == 4
+  fields.refuse_unused([], [saved])
+  resumed = loop.run(saved, str(tmp_path), progress=False, experiment=exp)
+  assert resumed["status"] == "completed" and resumed["completed_rounds"] == 3
+  assert not (tmp_path / "metrics.replaced.jsonl").exists()     # resumed, not restarted
+
+
+def test_a_real_full_disk_is_one_line_without_orbax_tracebacks(tmp_path):
+  """Files that cannot grow past 60 kB (RLIMIT_FSIZE: EFBIG from tensorstore, as on a full
+  disk) while the first checkpoint is written: our one line, exit 2, and none of orbax's two
+  ERROR tracebacks (~50 lines each) that came before it."""
+  import cli_runner                                     # pylint: disable=g-import-not-at-top
+  limited = os.path.join(ROOT, "tests", "scripts", "file_size_limit.py")
+  work = tmp_path / "full"
+  proc = cli_runner.run(
+      [sys.executable, limited, "60000", RUN, f"--config={DEMO}", "--config.rounds=2",
+       "--config.checkpoint_every=2", f"--workdir={work}"],
+      env=dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"),
+      cwd=ROOT, capture_output=True, text=True, timeout=600)
+  ours = [l for l in proc.stderr.splitlines() if l.strip() and not re.match(r"^I\d{4} ", l)]
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert len(ours) == 1 and ours[0].startswith(f"error: --workdir={work}: the disk is full "
+                                               "(File too large while writing the checkpoint "
+                                               "of round 2)"), proc.stderr[-3000:]
+  assert json.load(open(work / "summary.json"))["status"] == "failed"
+
+
+def test_orbax_abandoned_async_work_is_not_printed_after_a_failed_restore(monkeypatch, caplog):
+  """What orbax's reads still in flight print once it closed their event loop at the first
+  error ('RuntimeError: Event loop is closed' through sys.unraisablehook, at any time up to
+  the exit; 'Task exception was never retrieved' from asyncio's logger) is dropped; any other
+  unraisable exception or asyncio record still gets through. (Both followed the one-line error
+  of a corrupted checkpoint in 7 of 8 tries.)"""
+  import logging as std_logging                         # pylint: disable=g-import-not-at-top
+  import types                                          # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import checkpoints         # pylint: disable=g-import-not-at-top
+  seen = []
+  monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(str(u.exc_value)))
+  monkeypatch.setattr(checkpoints, "_IGNORING_ABANDONED", [])
+  logger = std_logging.getLogger("asyncio")
+  filters = list(logger.filters)
+  try:
+    checkpoints.ignore_abandoned_async_work()
+    checkpoints.ignore_abandoned_async_work()           # once per process
+    for e in (RuntimeError("Event loop is closed"), RuntimeError("something else")):
+      sys.unraisablehook(types.SimpleNamespace(exc_value=e))
+    assert seen == ["something else"]
+    with caplog.at_level(std_logging.ERROR, logger="asyncio"):
+      logger.error("Task exception was never retrieved\nfuture: <Task finished ...>")
+      logger.error("Unclosed client session")
+    assert [r.getMessage() for r in caplog.records] == ["Unclosed client session"]
+    assert len(logger.filters) == len(filters) + 1
+  finally:
+    logger.filters[:] = filters

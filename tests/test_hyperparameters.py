@@ -44,7 +44,6 @@ def get_config():
   c.local.steps = 2
   c.local.batch_size = 10
   c.eval.last_n = 1
-  c.algorithm.name = "my_fedprox"
   return c
 '''
 
@@ -55,8 +54,8 @@ def test_a_registered_algorithm_runs_from_a_config_file_with_an_override(tmp_pat
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
   out = cli_runner.run(
       [sys.executable, os.path.join(ROOT, "experiments", "run.py"), f"--config={path}",
-       "--config.rounds=2", "--config.algorithm.my_fedprox.mu=0.25",
-       f"--workdir={tmp_path / 'run'}"],
+       "--config.rounds=2", "--config.algorithm.name=my_fedprox",
+       "--config.algorithm.my_fedprox.mu=0.25", f"--workdir={tmp_path / 'run'}"],
       capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   assert "my_fedprox built with mu=0.25" in out.stdout

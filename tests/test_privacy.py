@@ -125,6 +125,32 @@ def test_clipping_bounds_one_clients_influence(clip):
                _one_round(base, data, sampler)) > 100 * bound
 
 
+@pytest.mark.parametrize("clip", privacy.CLIPS)
+def test_a_clipped_upload_moves_the_mean_by_exactly_its_clipped_excess(clip):
+  """Two-sided, in closed form: the victim's update u (norm below C) boosted 1000x is clipped
+  back to C u / ||u|| (per tensor: C u_l / ||u_l||), so with uniform weights 1/m the model moves
+  by exactly (C - ||u||) / m (per tensor: sqrt(sum_l (C - ||u_l||)^2) / m) against the round
+  with the plain victim. Deliberate bug caught: a clip at C/2 (or any other bound)."""
+  data, parts = make_problem(SIZES, seed=3)
+  sampler = CohortSampler(parts, 3, 4, seed=3, weighting="uniform")
+  victim, m, c = int(sampler.sample_clients(0)[1]), 3, 1.0
+  base = build_algorithm(_config("fedavg"), apply_fn)
+  plain = _one_round(base, data, sampler)
+  # The victim's own upload, from the round where it counts twice (no DP): u = m (w2 - w1).
+  u = {k: m * (v - plain[k]) for k, v in _one_round(_boost_client(base, victim, 2.0), data,
+                                                      sampler).items()}
+  norms = {k: float(np.linalg.norm(v)) for k, v in u.items()}
+  total = math.sqrt(sum(n * n for n in norms.values()))
+  assert total < c and 1000 * min(norms.values()) > c   # clipped when boosted, not otherwise
+  mechanism = privacy.Mechanism(c, 0.0, clip=clip)
+  moved = _dist(_one_round(privacy.with_dp(_boost_client(base, victim), mechanism), data,
+                           sampler),
+                _one_round(privacy.with_dp(base, mechanism), data, sampler))
+  want = ((c - total) / m if clip == "global"
+          else math.sqrt(sum((c - n) ** 2 for n in norms.values())) / m)
+  assert moved == pytest.approx(want, rel=2e-3), (moved, want)
+
+
 def _noise_round(noise, sigma, clip_norm, m=4, pad=2, shape=(100, 100)):
   """One round of DP FedAvg on a zero update (the local state is w^t itself): the aggregate
   minus w^t is the noise alone. Returns (aggregate noise, the clients' uploads)."""
@@ -166,6 +192,27 @@ def test_noise_has_the_configured_std(noise):
   else:
     for u in uploads[:m]:
       assert not np.any(u)
+
+
+@pytest.mark.parametrize("noise", privacy.NOISES)
+def test_noise_comes_from_the_privacy_stream_of_the_round_key(noise):
+  """Pinned: the server's draw is N(0, (sigma C)^2) from split(fold_in(round key, 2**31 - 1))[0]
+  (one key per leaf); client c's from fold_in(split(...)[1], c). Deliberate bugs caught: the
+  server noise drawn from the round key itself, or the two streams swapped."""
+  sigma, c, m = 0.8, 2.0, 4
+  aggregate, uploads = _noise_round(noise, sigma, c, m=m, shape=(50, 20))
+  server_key, client_base = jax.random.split(jax.random.fold_in(jax.random.key(11), 2 ** 31 - 1))
+  if noise == "server":
+    z = sigma * c * jax.random.normal(jax.random.split(server_key, 1)[0], (50, 20))
+    # FedAvg's server steps against the mean upload: w^t - (mean + z / m).
+    np.testing.assert_allclose(aggregate, -np.asarray(z) / m, rtol=1e-5, atol=1e-6)
+    wrong = sigma * c * jax.random.normal(jax.random.split(jax.random.key(11), 1)[0], (50, 20))
+    assert not np.allclose(aggregate, -np.asarray(wrong) / m)
+  else:
+    for client in range(m):
+      key = jax.random.split(jax.random.fold_in(client_base, client), 1)[0]
+      want = sigma * c / math.sqrt(m) * jax.random.normal(key, (50, 20))
+      np.testing.assert_allclose(uploads[client], np.asarray(want), rtol=1e-5, atol=1e-6)
 
 
 def test_noise_depends_on_the_round_key_only():
@@ -296,7 +343,7 @@ def test_accounting_setting_basics():
 # ---------------------------------------------------------------------------- end to end
 def test_a_dp_run_records_epsilon_and_resumes_exactly(tmp_path):
   kw = dict(dp__enabled=True, dp__clip_norm=1.0, dp__noise_multiplier=1.0, dp__noise="client",
-            rounds=4)
+            dp__record_client_metrics=True, rounds=4)
   straight = tmp_path / "straight"
   summary = loop.run(_tiny(**kw), str(straight), progress=False)
   resumed = tmp_path / "resumed"
@@ -318,8 +365,10 @@ def test_target_epsilon_solves_the_noise_multiplier(tmp_path):
   summary = loop.run(_tiny(dp__enabled=True, dp__target_epsilon=4.0, rounds=2), str(tmp_path),
                      progress=False)
   saved = json.load(open(tmp_path / "config.json"))
-  sigma = saved["dp"]["noise_multiplier"]
-  assert sigma != 1.0 and summary["dp"]["noise_multiplier"] == sigma
+  # config.json keeps what was asked (a target, no sigma); summary.json the sigma solved for it.
+  assert saved["dp"]["target_epsilon"] == 4.0 and saved["dp"]["noise_multiplier"] is None
+  sigma = summary["dp"]["noise_multiplier"]
+  assert sigma != 1.0 and sigma > 0
   assert summary["dp_epsilon"] == pytest.approx(4.0, rel=1e-2)
   assert summary["dp_epsilon"] <= 4.0 + 1e-9
   # The same command resumes (the solved value is not a setting difference).

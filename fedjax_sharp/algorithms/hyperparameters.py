@@ -90,11 +90,22 @@ def in_range(value, spec) -> bool:
           (value < high or (high_in and value == high)))
 
 
+def _bound(x: float) -> str:
+  """A range's bound as written: '0.5', '1e-05', and a large power of two as '2**32'."""
+  if x == int(x) and abs(x) >= 2**16:
+    exponent = int(abs(x)).bit_length() - 1
+    if abs(x) == 2**exponent:
+      return f"{'-' if x < 0 else ''}2**{exponent}"
+    return str(int(x))
+  return f"{x:g}"
+
+
 def range_text(spec) -> str:
   low, high, low_in, high_in = spec
   if high == INF:
-    return f"must be {'>=' if low_in else '>'} {low:g}"
-  return f"must be in {'[' if low_in else '('}{low:g}, {high:g}{']' if high_in else ')'}"
+    return f"must be {'>=' if low_in else '>'} {_bound(low)}"
+  return (f"must be in {'[' if low_in else '('}{_bound(low)}, {_bound(high)}"
+          f"{']' if high_in else ')'}")
 
 
 def _value_type(annotation) -> type:
@@ -136,12 +147,30 @@ def defaults(fn: Callable) -> dict[str, Any]:
 
 def did_you_mean(field: str, known, otherwise: str | None = None) -> str:
   """The hint for an unknown config field, shared with the CLI's flag errors
-  (`training.cli.describe_flag_error`): the closest known names, else `otherwise` (default: the
-  list of known names)."""
-  close = difflib.get_close_matches(field, list(known), n=3, cutoff=0.6)
+  (`training.cli.describe_flag_error`): the closest known names (`closest_fields`), else
+  `otherwise` (default: the list of known names)."""
+  close = closest_fields(field, known)
   if close:
     return f"; did you mean {' or '.join(repr(c) for c in close)}?"
   return f"; the fields are {sorted(known)}" if otherwise is None else otherwise
+
+
+def closest_fields(field: str, known, n: int = 3) -> list[str]:
+  """Up to `n` known dotted names close to `field`, nearest section first: a field of the same
+  section whose last part is close to the typed one ('local.momentun' -> 'local.momentum', not a
+  name of another section that shares more letters); else the same last part in another section
+  ('server.lr_decay' -> 'local.lr_decay'); and only when the section itself is unknown, the
+  closest whole names (a typo in the section, 'lcoal.lr' -> 'local.lr'). Case is ignored."""
+  known = list(known)
+  section, _, leaf = field.rpartition(".")
+  same = {k.rpartition(".")[2].lower(): k for k in known if k.rpartition(".")[0] == section}
+  close = difflib.get_close_matches(leaf.lower(), list(same), n=n, cutoff=0.6)
+  if close:
+    return [same[c] for c in close]
+  elsewhere = [k for k in known if k.rpartition(".")[2] == leaf and "." in k]
+  if elsewhere or same:   # the section exists: its own fields or the same name elsewhere only
+    return elsewhere[:n]
+  return difflib.get_close_matches(field, known, n=n, cutoff=0.6)
 
 
 def check_value(prefix: str, h: Hyperparameter, value) -> None:

@@ -27,19 +27,28 @@ from fedjax_sharp.analysis import hessian
 def global_vs_local(loss_fn: Callable, params, batches_of: Callable[[np.ndarray], list],
                     client_indices: Sequence[np.ndarray], local_train: Callable,
                     clients: Sequence[int], global_examples: np.ndarray, iters: int = 20,
-                    key=None, local_on_global: bool = True) -> dict:
+                    key=None, local_on_global: bool = True,
+                    progress: hessian.Progress | None = None) -> dict:
   """{'global_on_global': float, 'global_on_client': [..], 'local_on_client': [..],
   'local_on_global': [..] (with `local_on_global`), 'clients': [..]} and each list's '_mean'
   and '_max' (top eigenvalues by power iteration, `iters` iterations).
 
   batches_of(indices) -> masked batches of those training examples; `global_examples`: the
   training indices standing for the global loss (all, or a class-stratified sample).
+  `progress(done, total)` after every power iteration of every eigenvalue.
   """
-  top = lambda p, idx: float(hessian.top_eigenvalues(loss_fn, p, batches_of(idx), k=1,
-                                                      iters=iters, key=key)[0])
-  out = {"clients": [int(m) for m in clients], "global_on_global": top(params, global_examples)}
   lists = ["global_on_client", "local_on_client"] + (["local_on_global"] if local_on_global
                                                       else [])
+  total, done = (1 + len(lists) * len(clients)) * max(iters, 1), [0]
+
+  def top(p, idx) -> float:
+    report = None if progress is None else (
+        lambda d, _: progress(done[0] + d, total))
+    value = float(hessian.top_eigenvalues(loss_fn, p, batches_of(idx), k=1, iters=iters,
+                                          key=key, progress=report)[0])
+    done[0] += max(iters, 1)
+    return value
+  out = {"clients": [int(m) for m in clients], "global_on_global": top(params, global_examples)}
   out.update({key_: [] for key_ in lists})
   for m in clients:
     idx = np.asarray(client_indices[m])

@@ -33,6 +33,10 @@ from fedjax_sharp.core import backends, losses
 
 METHODS = ("power", "lanczos")
 
+# What the analyses report their progress to: `progress(done, total)` after each unit of work
+# (an iteration, a probe, a grid point); `training.progress.Progress.advance` is one.
+Progress = Callable[[int, int], object]
+
 
 @dataclasses.dataclass
 class HessianOperator:
@@ -140,14 +144,16 @@ def _normalize(v):
 
 
 def power_iteration(op: HessianOperator, k: int = 5, iters: int = 20, key=None,
-                    tol: float = 0.0) -> tuple[np.ndarray, list]:
+                    tol: float = 0.0, progress: Progress | None = None) -> tuple[np.ndarray, list]:
   """Deflated power iteration: (eigenvalues in the order found, eigenvectors).
 
   Each eigenpair runs `iters` iterations (fewer if the Rayleigh quotient changes by less than
-  `tol` relative), on `H - sum_j lambda_j u_j u_j^T`.
+  `tol` relative), on `H - sum_j lambda_j u_j u_j^T`. `progress(done, total)` is called after
+  every iteration (`total` = k x iters; an eigenpair that converges early skips ahead).
   """
   key = jax.random.key(0) if key is None else key
   values, vectors = [], []
+  total = min(k, op.dim) * max(iters, 1)
 
   def deflated(v):
     out = op.matvec(v)
@@ -158,12 +164,14 @@ def power_iteration(op: HessianOperator, k: int = 5, iters: int = 20, key=None,
   for i in range(min(k, op.dim)):
     v = _normalize(jax.random.normal(jax.random.fold_in(key, i), (op.dim,)))
     lam = 0.0
-    for _ in range(max(iters, 1)):
+    for j in range(max(iters, 1)):
       w = deflated(v)
       new = float(jnp.vdot(v, w))
       v = _normalize(w)
       converged = tol > 0 and abs(new - lam) <= tol * (abs(new) + 1e-30)
       lam = new
+      if progress is not None:
+        progress(i * max(iters, 1) + (max(iters, 1) if converged else j + 1), total)
       if converged:
         break
     values.append(lam)
@@ -171,15 +179,19 @@ def power_iteration(op: HessianOperator, k: int = 5, iters: int = 20, key=None,
   return np.asarray(values), vectors
 
 
-def lanczos(op: HessianOperator, k: int = 5, num_steps: int = 40, key=None) -> np.ndarray:
+def lanczos(op: HessianOperator, k: int = 5, num_steps: int = 40, key=None,
+            progress: Progress | None = None) -> np.ndarray:
   """The k algebraically largest Ritz values (descending) after `num_steps` Lanczos steps with
-  full reorthogonalisation (float64 on the host for the small tridiagonal problem)."""
+  full reorthogonalisation (float64 on the host for the small tridiagonal problem).
+  `progress(done, total)` is called after every step."""
   key = jax.random.key(0) if key is None else key
   m = min(num_steps, op.dim)
   basis = [_normalize(jax.random.normal(key, (op.dim,)))]
   alphas, betas = [], []
   for j in range(m):
     w = op.matvec(basis[j])
+    if progress is not None:
+      progress(j + 1, m)
     alpha = float(jnp.vdot(basis[j], w))
     alphas.append(alpha)
     for q in basis:  # full reorthogonalisation (twice is enough)
@@ -200,16 +212,18 @@ def lanczos(op: HessianOperator, k: int = 5, num_steps: int = 40, key=None) -> n
 
 def top_eigenvalues(loss_fn: Callable, params, batches: Sequence[dict], k: int = 5,
                     method: str = "power", iters: int = 20, key=None,
-                    reverse_batch: int | None = None) -> np.ndarray:
+                    reverse_batch: int | None = None,
+                    progress: Progress | None = None) -> np.ndarray:
   """Top-k Hessian eigenvalues of the dataset loss (descending). `iters`: power iterations
-  per eigenpair, or Lanczos steps; `reverse_batch`: see `dataset_hvp`."""
+  per eigenpair, or Lanczos steps; `reverse_batch`: see `dataset_hvp`; `progress(done, total)`
+  after every Hessian-vector product over the dataset (`training.progress`'s line takes it)."""
   if method not in METHODS:
     raise ValueError(f"method={method!r} is not one of {list(METHODS)}")
   op = dataset_hvp(loss_fn, params, batches, reverse_batch)
   if method == "power":
-    values, _ = power_iteration(op, k, iters, key)
+    values, _ = power_iteration(op, k, iters, key, progress=progress)
     return np.sort(values)[::-1]
-  return lanczos(op, k, max(iters, k + 1), key)
+  return lanczos(op, k, max(iters, k + 1), key, progress=progress)
 
 
 def cross_entropy_batches(x: np.ndarray, y: np.ndarray, batch_size: int,
@@ -239,10 +253,12 @@ def cross_entropy_batches(x: np.ndarray, y: np.ndarray, batch_size: int,
 def model_top_eigenvalues(apply_fn: Callable, params, x: np.ndarray, y: np.ndarray, *,
                           k: int = 5, method: str = "power", iters: int = 20,
                           batch_size: int = 1000, preprocess: Callable | None = None,
-                          max_examples: int = 0, key=None) -> np.ndarray:
+                          max_examples: int = 0, key=None,
+                          progress: Progress | None = None) -> np.ndarray:
   """Top-k eigenvalues of the Hessian of the masked mean cross-entropy of `apply_fn` on (x, y)
   (the papers' protocol: the test set, top 5, 20 power iterations)."""
   def loss_fn(p, batch):
     return losses.masked_cross_entropy(apply_fn(p, batch["x"]), batch["y"], batch["mask"])
   batches = cross_entropy_batches(x, y, batch_size, preprocess, max_examples)
-  return top_eigenvalues(loss_fn, params, batches, k=k, method=method, iters=iters, key=key)
+  return top_eigenvalues(loss_fn, params, batches, k=k, method=method, iters=iters, key=key,
+                         progress=progress)

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import fileio
-from fedjax_sharp.analysis.hessian import batch_weights, default_chunk
+from fedjax_sharp.analysis.hessian import Progress, batch_weights, default_chunk
 from fedjax_sharp.core import tree
 
 
@@ -47,8 +47,9 @@ def filter_normalized_direction(key, params):
 
 
 def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
-               batches: Sequence[dict], chunk: int | None):
-  """Loss (and accuracy) of `point_params(c)` for every row c of `coords`."""
+               batches: Sequence[dict], chunk: int | None, progress: Progress | None = None):
+  """Loss (and accuracy) of `point_params(c)` for every row c of `coords`; `progress(done,
+  total)` after every chunk of points."""
   chunk = default_chunk(chunk)
   weights = batch_weights(batches, "the landscape")
 
@@ -72,19 +73,22 @@ def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
         l, a = batch_eval(cs, batch)
         losses[start:start + n] += w * np.asarray(l)[:n]
         accs[start:start + n] += w * np.asarray(a)[:n]
+    if progress is not None:
+      progress(start + n, len(coords))
   return losses, (accs if acc_fn is not None else None)
 
 
 def interpolate(loss_fn: Callable, params_a, params_b, batches: Sequence[dict], num: int = 21,
                 t_min: float = -0.5, t_max: float = 1.5, acc_fn: Callable | None = None,
-                chunk: int | None = None) -> dict:
+                chunk: int | None = None, progress: Progress | None = None) -> dict:
   """Loss along `(1 - t) a + t b` for `num` values of t in [t_min, t_max] (t = 0 is a, t = 1
-  is b). Returns a dict with 't', 'loss' and, with `acc_fn`, 'accuracy'."""
+  is b). Returns a dict with 't', 'loss' and, with `acc_fn`, 'accuracy'. `progress(done,
+  total)` after every chunk of points."""
   ts = np.linspace(t_min, t_max, num)
   delta = tree.sub(params_b, params_a)
   losses, accs = _grid_eval(loss_fn, acc_fn,
                             lambda c: tree.add(params_a, tree.scale(c[0], delta)),
-                            ts[:, None].astype(np.float32), batches, chunk)
+                            ts[:, None].astype(np.float32), batches, chunk, progress)
   out = {"t": ts, "loss": losses}
   if accs is not None:
     out["accuracy"] = accs
@@ -93,11 +97,11 @@ def interpolate(loss_fn: Callable, params_a, params_b, batches: Sequence[dict], 
 
 def surface(loss_fn: Callable, params, batches: Sequence[dict], key, num: int = 21,
             span: float = 1.0, acc_fn: Callable | None = None, directions=None,
-            chunk: int | None = None) -> dict:
+            chunk: int | None = None, progress: Progress | None = None) -> dict:
   """Loss on the grid `params + a d1 + b d2`, a, b in [-span, span] (num x num points), d1, d2
   filter-normalised random directions (or `directions=(d1, d2)`). Returns a dict with 'alpha'
   and 'beta' (the axes), 'loss' (shape `(num, num)`, indexed `loss[beta, alpha]`) and, with
-  `acc_fn`, 'accuracy'."""
+  `acc_fn`, 'accuracy'. `progress(done, total)` after every chunk of the num x num points."""
   if directions is None:
     k1, k2 = jax.random.split(key)
     directions = (filter_normalized_direction(k1, params),
@@ -109,7 +113,7 @@ def surface(loss_fn: Callable, params, batches: Sequence[dict], key, num: int = 
   losses, accs = _grid_eval(
       loss_fn, acc_fn,
       lambda c: tree.add(params, tree.add(tree.scale(c[0], d1), tree.scale(c[1], d2))),
-      coords, batches, chunk)
+      coords, batches, chunk, progress)
   out = {"alpha": axis, "beta": axis, "loss": losses.reshape(num, num)}
   if accs is not None:
     out["accuracy"] = accs.reshape(num, num)

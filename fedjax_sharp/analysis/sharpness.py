@@ -19,8 +19,8 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 import numpy as np
 
-from fedjax_sharp.analysis.hessian import (batch_weights, default_chunk, default_reverse_batch,
-                                           micro_batches)
+from fedjax_sharp.analysis.hessian import (Progress, batch_weights, default_chunk,
+                                           default_reverse_batch, micro_batches)
 from fedjax_sharp.core import backends, losses, tree
 
 
@@ -68,7 +68,8 @@ PROBES = ("rademacher", "basis")
 
 
 def hutchinson_trace(loss_fn: Callable, params, batches: Sequence[dict], num_probes: int = 100,
-                     key=None, chunk: int | None = None, probes: str = "rademacher") -> dict:
+                     key=None, chunk: int | None = None, probes: str = "rademacher",
+                     progress: Progress | None = None) -> dict:
   """Hessian trace by Hutchinson's estimator: the mean of `v^T H v` over probes v.
 
   probes: 'rademacher' (`num_probes` random +-1 vectors; unbiased, standard error reported) or
@@ -79,6 +80,7 @@ def hutchinson_trace(loss_fn: Callable, params, batches: Sequence[dict], num_pro
   for `v . (H v)` by forward-over-reverse, whose filter gradients dominate
   (`benchmarks/analysis.py`). Probes are vmapped `chunk` at a time (default: 1 on CPU, where
   weight tangents vmapped through convolutions become slow grouped convolutions; 16 elsewhere).
+  `progress(done, total)` is called after every chunk of probes.
   Returns {'trace', 'stderr', 'num_probes'}.
   """
   if probes not in PROBES:
@@ -113,6 +115,8 @@ def hutchinson_trace(loss_fn: Callable, params, batches: Sequence[dict], num_pro
       if w:
         total = total + w * quad_forms(flat, vs, batch)
     values.append(np.asarray(total))
+    if progress is not None:
+      progress(start + size, num_probes)
   values = np.concatenate(values)
   if probes == "basis":
     return {"trace": float(values.sum()), "stderr": 0.0, "num_probes": dim}

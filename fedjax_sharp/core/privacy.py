@@ -45,11 +45,12 @@ whole upload is clipped jointly (several model-sized parts: one norm over all of
 Accounting (`Accountant`): the composition over rounds of a subsampled Gaussian mechanism with
 noise multiplier `sigma / s` relative to the sensitivity (`s = 1` for 'global' clipping,
 `s = sqrt(L)` for 'per_tensor' with `L` tensors; DP-FedSAM's own script ignores that factor):
-  'rdp'          RDP of sampling WITHOUT replacement of m of the M clients (the engine's cohort
-                 sampling; Wang, Balle & Kasiviswanathan 2019), replace-one neighbouring
+  'rdp'          RDP of sampling WITHOUT replacement of m of the M clients (the engine's 'fixed'
+                 sampler; Wang, Balle & Kasiviswanathan 2019), replace-one neighbouring
                  datasets: the sum's sensitivity is 2C, so the event's multiplier is sigma/(2s);
   'rdp_poisson'  RDP of Poisson sampling with q = m/M, add/remove-one (the usual DP-FedAvg and
-                 DP-FedSAM accounting; an approximation of the engine's fixed-size cohorts);
+                 DP-FedSAM accounting; an approximation of fixed-size cohorts, exact for the
+                 engine's 'poisson' sampler);
   'pld_poisson'  the same Poisson event with privacy loss distributions (tighter; dp-accounting's
                  PLD accountant has no sampling-without-replacement event).
 An algorithm with E exchanges per round releases E aggregates per round (E steps per round).
@@ -63,17 +64,22 @@ import logging
 import math
 from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
+from fedjax_sharp.core.cohort import SAMPLINGS
 from fedjax_sharp.errors import ConfigError
 
 CLIPS = ("global", "per_tensor")
 NOISES = ("server", "client")
 ACCOUNTANTS = ("rdp", "rdp_poisson", "pld_poisson")
+# The noise multipliers target_epsilon may solve for: above 1e4 (noise std 10^4 C per
+# coordinate) no update survives, so such a target is refused as unreachable.
+MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER = 1e-3, 1e4
 # fold_in data of the privacy stream under the round key (client ids stay below it).
 STREAM_PRIVACY = 2 ** 31 - 1
 
@@ -86,6 +92,16 @@ class Mechanism:
   clip: str = "global"
   noise: str = "server"
   prefix: str = "dp"     # the config block that set it (named in errors)
+  # Adaptive clipping (Andrew et al., NeurIPS 2021): `clip_norm` is C_0, moved each round
+  # towards the `clip_quantile` of the update norms at rate `clip_lr`, from a noised count of
+  # the uploads that were not clipped (noise std `clip_count_noise`, in clients).
+  adaptive: bool = False
+  clip_quantile: float = 0.5
+  clip_lr: float = 0.2
+  clip_count_noise: float = 1.0
+  # m / N of `dp.noise_cohort_size`: the noise on the sum of the m uploads is scaled by it, so
+  # that the mean carries the noise a cohort of N would (1: the run's own cohort).
+  noise_scale: float = 1.0
 
   def __post_init__(self):
     p = self.prefix
@@ -101,18 +117,41 @@ class Mechanism:
       raise ConfigError(f"{p}.clip={self.clip!r} is not one of {list(CLIPS)}")
     if self.noise not in NOISES:
       raise ConfigError(f"{p}.noise={self.noise!r} is not one of {list(NOISES)}")
+    if self.adaptive:
+      if self.clip != "global":
+        raise ConfigError(f"{p}.adaptive_clip moves one clip norm for the whole upload: use "
+                          f"{p}.clip='global', not {self.clip!r}")
+      if self.noise_multiplier > 0 and not 2 * self.clip_count_noise > self.noise_multiplier:
+        raise ConfigError(
+            f"{p}.clip_count_noise={self.clip_count_noise:g} must exceed {p}.noise_multiplier / 2 "
+            f"= {self.noise_multiplier / 2:g}: the count query and the update noise share the "
+            f"budget of sigma (1/sigma^2 = 1/sigma_update^2 + 1/(2 sigma_count)^2)")
+
+  @property
+  def update_noise_multiplier(self) -> float:
+    """The multiplier of the noise on the updates: sigma, or with adaptive clipping
+    (sigma^-2 - (2 sigma_count)^-2)^-1/2, so that the updates and the clipped count together
+    cost what one Gaussian of multiplier sigma costs (Andrew et al. 2021, Thm 1): the
+    accountant keeps sigma."""
+    sigma = self.noise_multiplier
+    if not self.adaptive or sigma == 0:
+      return sigma
+    return (sigma ** -2 - (2 * self.clip_count_noise) ** -2) ** -0.5
 
   @property
   def noise_std(self) -> float:
-    """sigma * C, the std of the noise on the sum of the clipped uploads (0 without noise)."""
-    return 0.0 if self.noise_multiplier == 0 else self.noise_multiplier * self.clip_norm
+    """sigma * C, the std of the noise on the sum of the clipped uploads (0 without noise; with
+    adaptive clipping, that of round 0's C_0 and the update multiplier)."""
+    return (0.0 if self.noise_multiplier == 0
+            else self.update_noise_multiplier * self.clip_norm)
 
 
 def clip(upload, clip_norm: float, mode: str = "global"):
   """`upload` scaled to L2 norm <= `clip_norm`: as one vector ('global') or tensor by tensor
   ('per_tensor'). Non-float leaves pass unchanged; a zero upload stays zero; `clip_norm = inf`
-  returns `upload` itself (no operation: the program stays the algorithm's own, bit for bit)."""
-  if math.isinf(clip_norm):
+  returns `upload` itself (no operation: the program stays the algorithm's own, bit for bit).
+  `clip_norm` may be traced (adaptive clipping)."""
+  if isinstance(clip_norm, (int, float)) and math.isinf(clip_norm):
     return upload
   leaves, treedef = jax.tree.flatten(upload)
 
@@ -157,40 +196,123 @@ def noise_keys(round_key) -> tuple[jax.Array, jax.Array]:
   return server_key, client_base
 
 
+@flax.struct.dataclass
+class AdaptiveClipState:
+  """The server state of an algorithm under adaptive clipping: its own, and C_t."""
+  inner: Any
+  clip_norm: jax.Array
+
+
+def adaptive_clip_update(clip_norm, unclipped_fraction, quantile: float, lr: float):
+  """Andrew et al.'s geometric step: C <- C exp(-lr (b - quantile)), `b` the (noised)
+  fraction of uploads the clip left unchanged; its fixed point is the `quantile` of the
+  update norms."""
+  return clip_norm * jnp.exp(-lr * (unclipped_fraction - quantile))
+
+
+def _noise_on_real(uploads_C, z, mask_C):
+  """`z / n` added to each of the n real uploads: the weighted sum with equal weights w then
+  carries w z (w = 1/m, or 1/(q M) under Poisson sampling: the sum plus noise over the fixed
+  denominator); the mask sum carries z."""
+  share_C = mask_C / jnp.maximum(jnp.sum(mask_C), 1.0)
+  return jax.tree.map(
+      lambda u, n: u + (share_C.reshape((-1,) + (1,) * (u.ndim - 1)) * n[None]).astype(
+          u.dtype) if tree.is_float(u) else u, uploads_C, z)
+
+
 def with_dp(algorithm: FederatedAlgorithm, mechanism: Mechanism) -> FederatedAlgorithm:
-  """`algorithm` whose uploads are clipped and noised by `mechanism` inside the round."""
+  """`algorithm` whose uploads are clipped and noised by `mechanism` inside the round. With
+  adaptive clipping the server state carries C_t (`AdaptiveClipState`), sent down with the
+  algorithm's broadcast; each upload carries its clip indicator b_m - 1/2 (noised like the
+  update, std `clip_count_noise`), and the server moves C by `adaptive_clip_update`."""
   if algorithm.dp_unsupported:
     raise ConfigError(f"{mechanism.prefix}.enabled: algorithm {algorithm.name!r} "
                       f"{algorithm.dp_unsupported}; use another algorithm or leave DP off")
   if algorithm.privacy is not None:
     raise ConfigError(f"{mechanism.prefix}.enabled: algorithm {algorithm.name!r} applies its own "
                       f"clipping and noise; leave {mechanism.prefix}.enabled False")
-  std = mechanism.noise_std
+  adaptive = mechanism.adaptive
+  sigma = mechanism.update_noise_multiplier * mechanism.noise_scale
+  count_noise = mechanism.clip_count_noise * mechanism.noise_scale
+  noised = mechanism.noise_multiplier > 0
+  inner = (lambda state: state.inner) if adaptive else (lambda state: state)
+  inner_bcast = (lambda bcast: bcast[0]) if adaptive else (lambda bcast: bcast)
+  clip_norm_of = (lambda bcast: bcast[1]) if adaptive else (lambda bcast: mechanism.clip_norm)
+
+  def server_init(params):
+    state = algorithm.server_init(params)
+    if not adaptive:
+      return state
+    return AdaptiveClipState(state, jnp.asarray(mechanism.clip_norm, tree.float_dtype()))
+
+  def broadcast(server_state, round_info):
+    bcast = algorithm.broadcast(inner(server_state), round_info)
+    return (bcast, server_state.clip_norm) if adaptive else bcast
+
+  def client_init(bcast, client_state, info, round_info):
+    return algorithm.client_init(inner_bcast(bcast), client_state, info, round_info)
 
   def client_finalize(local, bcast, client_state, info, round_info):
-    upload, new_state = algorithm.client_finalize(local, bcast, client_state, info, round_info)
-    # A padding slot (no local step) uploads exactly zero: the one an empty Poisson draw
-    # weighs as a client (`core.cohort`) then carries the server's noise alone.
+    upload, new_state = algorithm.client_finalize(local, inner_bcast(bcast), client_state, info,
+                                                  round_info)
+    c = clip_norm_of(bcast)
+    if adaptive:   # b_m - 1/2: the count query's sensitivity is 1/2
+      upload = (upload, (tree.global_norm(upload) <= c).astype(tree.float_dtype()) - 0.5)
+      upload = (clip(upload[0], c, mechanism.clip), upload[1])
+    else:
+      upload = clip(upload, c, mechanism.clip)
+    # A padding slot (no local step) uploads exactly zero, its count too: the one an empty
+    # Poisson draw weighs as a client (`core.cohort`) then carries the server's noise alone.
     upload = jax.tree.map(lambda u: jnp.where(info.num_steps > 0, u, jnp.zeros_like(u)), upload)
-    upload = clip(upload, mechanism.clip_norm, mechanism.clip)
-    if mechanism.noise == "client" and std > 0:
+    if mechanism.noise == "client" and noised:
       # sigma C / sqrt(m), m = 1 / weight (uniform weights); padding clients (weight 0): 0.
-      scale = std * jnp.sqrt(jnp.maximum(info.weight, 0.0))
+      share = jnp.sqrt(jnp.maximum(info.weight, 0.0))
       key = jax.random.fold_in(noise_keys(round_info.key)[1], info.client_id)
-      upload = tree.axpy(scale, gaussian_like(key, upload, 1.0), upload)
+      if adaptive:
+        update_key, count_key = jax.random.split(key)
+        upload = (tree.axpy(sigma * c * share, gaussian_like(update_key, upload[0], 1.0),
+                            upload[0]),
+                  upload[1] + count_noise * share
+                  * jax.random.normal(count_key, (), upload[1].dtype))
+      else:
+        upload = tree.axpy(sigma * c * share, gaussian_like(key, upload, 1.0), upload)
     return upload, new_state
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
-    if mechanism.noise == "server" and std > 0:
-      z = gaussian_like(noise_keys(round_info.key)[0], tree.index(uploads_C, 0), std)
-      share_C = mask_C / jnp.maximum(jnp.sum(mask_C), 1.0)      # z / n on every real upload
-      uploads_C = jax.tree.map(
-          lambda u, n: u + (share_C.reshape((-1,) + (1,) * (u.ndim - 1)) * n[None]).astype(
-              u.dtype) if tree.is_float(u) else u, uploads_C, z)
-    return algorithm.server_update(server_state, uploads_C, weights_C, mask_C, round_info)
+    c = server_state.clip_norm if adaptive else mechanism.clip_norm
+    if adaptive:
+      uploads_C, counts_C = uploads_C
+    if mechanism.noise == "server" and noised:
+      key = noise_keys(round_info.key)[0]
+      if adaptive:
+        key, count_key = jax.random.split(key)
+        counts_C = _noise_on_real(counts_C, count_noise * jax.random.normal(
+            count_key, (), counts_C.dtype), mask_C)
+      uploads_C = _noise_on_real(uploads_C, gaussian_like(key, tree.index(uploads_C, 0),
+                                                          sigma * c), mask_C)
+    new_state = algorithm.server_update(inner(server_state), uploads_C, weights_C, mask_C,
+                                        round_info)
+    if not adaptive:
+      return new_state
+    # The noised count's mean with the aggregation weights: 1 / m, or under Poisson sampling
+    # the fixed denominator 1 / (q M) (TFF's expected_num_records), as the update's mean.
+    unclipped = jnp.sum(weights_C * counts_C) + 0.5
+    return AdaptiveClipState(new_state, adaptive_clip_update(
+        c, unclipped, mechanism.clip_quantile, mechanism.clip_lr))
 
-  return dataclasses.replace(algorithm, client_finalize=client_finalize,
-                             server_update=server_update, privacy=mechanism)
+  if not adaptive:
+    return dataclasses.replace(algorithm, client_finalize=client_finalize,
+                               server_update=server_update, privacy=mechanism)
+
+  def round_stats(server_state):
+    stats = dict(algorithm.round_stats(server_state.inner)) if algorithm.round_stats else {}
+    return {**stats, "dp_clip_norm": server_state.clip_norm}
+
+  return dataclasses.replace(
+      algorithm, server_init=server_init, broadcast=broadcast, client_init=client_init,
+      client_finalize=client_finalize, server_update=server_update,
+      eval_params=lambda state: algorithm.eval_params(state.inner), round_stats=round_stats,
+      privacy=mechanism)
 
 
 def upload_shape(algorithm: FederatedAlgorithm, params):
@@ -285,40 +407,64 @@ def dpfedsam_moments_bound(noise_multiplier: float, steps: int, sampling_rate: f
 @dataclasses.dataclass(frozen=True)
 class AccountingSetting:
   """What the accountant needs: the mechanism's noise multiplier relative to the clipped
-  upload's sensitivity, the cohort sampling and the releases per round."""
+  upload's sensitivity, the cohort sampling and the releases per round.
+
+  One round is ONE sampling event (the cohort is drawn once) around the round's releases: an
+  algorithm with E exchanges per round (NaiveFedGloSS: 2) releases E noised aggregates of the
+  same cohort, and E Gaussian mechanisms of multiplier sigma on the same data compose to one
+  Gaussian of multiplier sigma / sqrt(E) (their privacy losses add; adaptively chosen inputs
+  change nothing). Composing E independently sampled events instead would understate epsilon."""
   noise_multiplier: float       # sigma of the mechanism
-  cohort: int                   # m, clients per round
+  cohort: int                   # m, clients per round (the expected cohort under Poisson)
   population: int               # M, all clients
   delta: float
   accountant: str = "rdp"
   sensitivity: float = 1.0      # in units of C: 1 ('global'), sqrt(L) ('per_tensor')
-  steps_per_round: int = 1      # the algorithm's exchanges per round
+  releases_per_round: int = 1   # E, the algorithm's exchanges per round
+  sampling: str = "fixed"       # the engine's cohort sampler: 'fixed' | 'poisson'
+  # 'client' noise: the multiplier of the noise one upload carries alone (sigma / sqrt(m)), what
+  # a server that sees individual uploads faces (0 with 'server' noise: the upload is bare).
+  local_noise_multiplier: float = 0.0
+  # `dp.noise_cohort_size`: what the run simulates ("a cohort of N of M' clients"; cohort and
+  # population above are then N and M' = M N / m, at the run's own sampling rate m / M).
+  simulates: str = ""
 
   def __post_init__(self):
     if self.accountant not in ACCOUNTANTS:
       raise ConfigError(f"dp.accountant={self.accountant!r} is not one of {list(ACCOUNTANTS)}")
+    if self.sampling not in SAMPLINGS:
+      raise ConfigError(f"engine.sampling={self.sampling!r} is not one of {list(SAMPLINGS)}")
+    if self.sampling == "poisson" and self.accountant == "rdp":
+      raise ConfigError("dp.accountant='rdp' accounts for fixed-size cohorts; with "
+                        "engine.sampling='poisson' use 'pld_poisson' or 'rdp_poisson' (or 'auto')")
     if not 0 < self.delta < 1:
       raise ConfigError(f"dp.delta must be in (0, 1), got {self.delta}")
     if not 1 <= self.cohort <= self.population:
       raise ValueError(f"cohort {self.cohort} not in [1, {self.population}]")
+    if self.releases_per_round < 1:
+      raise ValueError(f"releases_per_round must be >= 1, got {self.releases_per_round}")
 
   @property
   def sampling_rate(self) -> float:
     return self.cohort / self.population
 
-  def event(self, rounds: int, noise_multiplier: float | None = None):
-    """The dp-accounting event of `rounds` rounds."""
-    import dp_accounting  # pylint: disable=g-import-not-at-top
+  def round_noise_multiplier(self, noise_multiplier: float | None = None) -> float:
+    """The multiplier of one round's Gaussian relative to the sum's sensitivity: sigma / s
+    (add/remove-one) or sigma / (2 s) (replace-one, 'rdp'), over sqrt(E) for E releases."""
     sigma = self.noise_multiplier if noise_multiplier is None else noise_multiplier
-    steps = int(rounds) * self.steps_per_round
+    sensitivity = self.sensitivity * (2.0 if self.accountant == "rdp" else 1.0)
+    return sigma / (sensitivity * math.sqrt(self.releases_per_round))
+
+  def event(self, rounds: int, noise_multiplier: float | None = None):
+    """The dp-accounting event of `rounds` rounds: one sampled Gaussian per round."""
+    import dp_accounting  # pylint: disable=g-import-not-at-top
+    gaussian = dp_accounting.GaussianDpEvent(self.round_noise_multiplier(noise_multiplier))
     if self.accountant == "rdp":   # replace-one: the sum moves by up to 2 C s
-      one = dp_accounting.SampledWithoutReplacementDpEvent(
-          self.population, self.cohort,
-          dp_accounting.GaussianDpEvent(sigma / (2 * self.sensitivity)))
+      one = dp_accounting.SampledWithoutReplacementDpEvent(self.population, self.cohort,
+                                                           gaussian)
     else:
-      one = dp_accounting.PoissonSampledDpEvent(
-          self.sampling_rate, dp_accounting.GaussianDpEvent(sigma / self.sensitivity))
-    return dp_accounting.SelfComposedDpEvent(one, steps)
+      one = dp_accounting.PoissonSampledDpEvent(self.sampling_rate, gaussian)
+    return dp_accounting.SelfComposedDpEvent(one, int(rounds))
 
   def fresh_accountant(self):
     import dp_accounting  # pylint: disable=g-import-not-at-top
@@ -338,14 +484,56 @@ class AccountingSetting:
       return math.inf
     return _epsilon(self, int(rounds), float(sigma))
 
+  def local_epsilon(self, rounds: int) -> float:
+    """epsilon(delta) of one client's own uploads against a server that sees them one by one
+    ('client' noise without secure aggregation): `rounds` releases of its upload with the
+    local noise multiplier, every round (the worst case: the client sampled each time) and
+    without amplification by sampling (the server knows whom it sampled). inf with 'server'
+    noise, where one upload carries no noise at all."""
+    if rounds <= 0:
+      return 0.0
+    if self.local_noise_multiplier <= 0:
+      return math.inf
+    local = dataclasses.replace(self, cohort=self.population, noise_multiplier=0.0,
+                                sampling="fixed" if self.accountant == "rdp" else "poisson")
+    return _epsilon(local, int(rounds), float(self.local_noise_multiplier))
+
   def solve_noise_multiplier(self, target_epsilon: float, rounds: int) -> float:
     """The smallest noise multiplier whose epsilon(delta) after `rounds` rounds is at most
-    `target_epsilon` (dp-accounting's bisection, `calibrate_dp_mechanism`, to 1e-4)."""
-    import dp_accounting  # pylint: disable=g-import-not-at-top
+    `target_epsilon`, to a relative 1e-4, in bounded memory: bracketed with RDP (cheap at any
+    sigma; `rdp_poisson`'s bound for the PLD accountant, whose epsilon it never undercuts),
+    then bisected with the accountant asked for, which never evaluates a PLD far below the
+    answer (a PLD at sigma 1e-3 would take tens of GB). ConfigError (one line) when the target
+    needs a noise multiplier above MAX_NOISE_MULTIPLIER."""
+    target, rounds = float(target_epsilon), int(rounds)
+    if not target > 0 or rounds < 1:
+      raise ConfigError(f"dp.target_epsilon must be > 0 over >= 1 round, got {target_epsilon} "
+                        f"over {rounds}")
     _quiet_series_warnings()
-    return float(dp_accounting.calibrate_dp_mechanism(
-        self.fresh_accountant, lambda sigma: self.event(rounds, sigma), float(target_epsilon),
-        self.delta, dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))
+    bracket = (self if self.accountant != "pld_poisson"
+               else dataclasses.replace(self, accountant="rdp_poisson"))
+    hi = 1.0
+    while bracket.epsilon(rounds, hi) > target:
+      hi *= 2.0
+      if hi > MAX_NOISE_MULTIPLIER:
+        raise ConfigError(
+            f"dp.target_epsilon={target:g} cannot be met over {rounds} rounds at delta "
+            f"{self.delta:g}: it needs a noise multiplier above {MAX_NOISE_MULTIPLIER:g}; allow "
+            f"a larger epsilon, fewer rounds or a larger population")
+    lo = hi / 2.0
+    while lo > MIN_NOISE_MULTIPLIER and bracket.epsilon(rounds, lo) <= target:
+      hi, lo = lo, lo / 2.0
+    if self is not bracket:   # the PLD's epsilon is at most RDP's: the answer is <= hi
+      lo = hi / 2.0
+      while lo > MIN_NOISE_MULTIPLIER and self.epsilon(rounds, lo) <= target:
+        hi, lo = lo, lo / 2.0
+    while hi - lo > 1e-4 * hi:
+      mid = 0.5 * (lo + hi)
+      if self.epsilon(rounds, mid) <= target:
+        hi = mid
+      else:
+        lo = mid
+    return hi
 
 
 class _DropSeriesWarnings(logging.Filter):
@@ -373,8 +561,8 @@ def _one_round(setting: AccountingSetting, sigma: float):
   _quiet_series_warnings()
   if setting.accountant == "pld_poisson":   # as dp-accounting's PLDAccountant builds it
     return dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=sigma / setting.sensitivity, value_discretization_interval=1e-4,
-        sampling_prob=setting.sampling_rate).self_compose(setting.steps_per_round)
+        standard_deviation=setting.round_noise_multiplier(sigma),
+        value_discretization_interval=1e-4, sampling_prob=setting.sampling_rate)
   accountant = setting.fresh_accountant()
   accountant.compose(setting.event(1, sigma))
   return np.asarray(accountant.orders, float), np.asarray(accountant.rdp, float)
@@ -394,22 +582,49 @@ def _epsilon(setting: AccountingSetting, rounds: int, sigma: float) -> float:
 
 
 def accounting_setting(algorithm: FederatedAlgorithm, params, cohort: int, population: int,
-                       delta: float, accountant: str = "rdp") -> AccountingSetting | None:
-  """The accounting of `algorithm`'s DP mechanism (None without one)."""
+                       delta: float, accountant: str = "rdp", sampling: str = "fixed",
+                       noise_cohort_size: int | None = None) -> AccountingSetting | None:
+  """The accounting of `algorithm`'s DP mechanism (None without one). With
+  `noise_cohort_size` N the run simulates a cohort of N: the accountant sees N clients drawn
+  from M N / m at the run's rate m / M."""
   mechanism = algorithm.privacy
   if mechanism is None:
     return None
+  simulates = ""
+  if noise_cohort_size:
+    simulated = int(round(int(population) * int(noise_cohort_size) / int(cohort)))
+    simulates = (f"a cohort of {int(noise_cohort_size)} from {simulated} clients (the run: "
+                 f"{int(cohort)} of {int(population)})")
+    cohort, population = int(noise_cohort_size), simulated
   sensitivity = 1.0
   if mechanism.clip == "per_tensor":
     sensitivity = math.sqrt(num_tensors(upload_shape(algorithm, params)))
+  local = (mechanism.update_noise_multiplier / math.sqrt(int(cohort))
+           if mechanism.noise == "client" else 0.0)
   return AccountingSetting(noise_multiplier=mechanism.noise_multiplier, cohort=int(cohort),
                            population=int(population), delta=float(delta),
                            accountant=accountant, sensitivity=sensitivity,
-                           steps_per_round=int(algorithm.exchanges))
+                           releases_per_round=int(algorithm.exchanges), sampling=sampling,
+                           local_noise_multiplier=local, simulates=simulates)
+
+
+# What each noise placement protects against (docs/privacy.md, "Threat models").
+THREAT_MODELS = {
+    "server": "central DP: a trusted server adds the noise to the sum of the clipped uploads; "
+              "each upload it receives is unprotected",
+    "client": "distributed DP: each client noises its own upload; epsilon holds only if the "
+              "server sees just the sum (secure aggregation, no dropouts)",
+}
 
 
 def describe(setting: AccountingSetting) -> dict[str, Any]:
   """The accounting's parameters, for summaries and logs."""
   return {"delta": setting.delta, "noise_multiplier": setting.noise_multiplier,
-          "accountant": setting.accountant, "sampling_rate": setting.sampling_rate,
-          "sensitivity": setting.sensitivity, "steps_per_round": setting.steps_per_round}
+          "accountant": setting.accountant, "sampling": setting.sampling,
+          "sampling_rate": setting.sampling_rate, "sensitivity": setting.sensitivity,
+          "releases_per_round": setting.releases_per_round,
+          "threat_model": THREAT_MODELS["client" if setting.local_noise_multiplier > 0
+                                        else "server"],
+          "local_noise_multiplier": setting.local_noise_multiplier,
+          "cohort": setting.cohort, "population": setting.population,
+          **({"simulates": setting.simulates} if setting.simulates else {})}

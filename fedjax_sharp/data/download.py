@@ -29,7 +29,9 @@ Why each step:
   recorded only once the file has unpacked and been read to its end, so a captive portal's HTML
   page or a body cut short is never what later downloads are held to. A refusal names the
   exact files to delete.
-* A transfer stops early when it exceeds the pinned size or its Content-Length, and when it
+* A transfer stops early when more than the pinned size arrives (at most one byte more is
+  read: a Content-Length that disagrees with the pin is not trusted either way, the size and
+  hash judge the file), or, with no pinned size, more than its Content-Length, and when it
   runs slower than `download_files._MIN_RATE` bytes/s over a `timeout` window (a server
   trickling a byte a second defeats a socket timeout). A download that fails because there
   is no network (no DNS, network unreachable) is not retried.

@@ -22,11 +22,16 @@ the mesh belong to that count).
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
+import logging as std_logging
 import os
+import sys
 import warnings
 
+from absl import logging
 import jax
 from jax.experimental import multihost_utils
 import numpy as np
@@ -110,20 +115,58 @@ def save(workdir: str, config, next_round: int, server_state, client_table, byte
           # A host-held table stores its touched rows only: their count shapes the restore.
           "client_table": "host" if host else "device",
           "client_rows": int(len(clients["ids"])) if host else None}
+  held = _HeldLogs()
   try:
-    with _manager(workdir, keep) as manager:
+    with _manager(workdir, keep) as manager, _orbax_logs_held(held):
       manager.save(int(next_round), args=ocp.args.Composite(
           state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)), force=True)
   except Exception as e:  # pylint: disable=broad-except
+    ignore_abandoned_async_work()
+    gc.collect()
     why = disk_full(e)
     if why is None:
+      held.release()   # orbax's own account of an unexpected failure, then its exception
       raise
+    # A full disk: orbax's tracebacks of it (two, ~50 lines each) are dropped for one line.
     last = latest_round(workdir)
     kept = f"the checkpoint of round {last}" if last is not None else "the results so far"
     raise WorkdirError(
         f"--workdir={workdir}: the disk is full ({why} while writing the checkpoint of round "
         f"{next_round}); the metrics and {kept} are intact: free space or move the workdir, "
         f"then rerun the same command to resume") from None
+
+
+class _HeldLogs:
+  """Orbax's warning and error records held back while a checkpoint is written (`save`):
+  released (logged as they were) after a success or an unexpected failure, dropped for a full
+  disk, which `save` reports in one line."""
+
+  def __init__(self):
+    self.records = []
+
+  def filter(self, record) -> bool:
+    if "/orbax/" in record.pathname and record.levelno >= std_logging.WARNING:
+      self.records.append(record)
+      return False
+    return True
+
+  def release(self) -> None:
+    records, self.records = self.records, []
+    for record in records:
+      std_logging.getLogger(record.name).handle(record)
+
+
+@contextlib.contextmanager
+def _orbax_logs_held(held: _HeldLogs):
+  """Holds orbax's warning and error records in `held` while the block runs: released at its
+  normal end; on an exception the caller decides (`held.release()`, or drop them)."""
+  logger = std_logging.getLogger("absl")   # orbax logs through absl
+  logger.addFilter(held)
+  try:
+    yield
+  finally:
+    logger.removeFilter(held)
+  held.release()
 
 
 _DISK_FULL = ("RESOURCE_EXHAUSTED", "No space left on device", "Disk quota exceeded",
@@ -196,17 +239,59 @@ def _agreed_step(step: int | None) -> int | None:
   return None if agreed < 0 else agreed
 
 
+UNREADABLE = "checkpoints.unreadable"   # where an unreadable checkpoint is moved, kept
+
+
+class _Unreadable(Exception):
+  """A checkpoint orbax cannot read (garbled, truncated): its path and the reason, one line."""
+
+
 def restore(workdir: str, config, server_state, client_table):
-  """Returns (next_round, server_state, client_table, bytes_total, meta) of the newest
-  checkpoint (meta completed by META_DEFAULTS), or None when there is none. Raises WorkdirError
-  naming the differing fields when the checkpoint comes from another setting or another process
-  count, and when it cannot be read. Multi-process: every process calls it with the same
-  `workdir`."""
+  """Returns (next_round, server_state, client_table, bytes_total, meta) of the newest readable
+  checkpoint (meta completed by META_DEFAULTS), or None when there is none. A checkpoint that
+  cannot be read (garbled or truncated files) is moved aside to `<workdir>/checkpoints.unreadable/`
+  (never deleted), said in one warning line, and the next older one is tried: a run resumes
+  from the newest readable round by itself, or starts at round 0 when none is left. Raises
+  WorkdirError naming the differing fields when a checkpoint comes from another setting or
+  another process count. Multi-process: every process calls it with the same `workdir`; there
+  an unreadable checkpoint is an error (the processes would have to agree on the fallback)."""
   step = _agreed_step(latest_round(workdir))
-  if step is None:
-    return None
+  while step is not None:
+    try:
+      return _restore_step(workdir, step, config, server_state, client_table)
+    except _Unreadable as e:
+      path = os.path.join(workdir, DIRECTORY, str(step))
+      if jax.process_count() > 1:
+        raise WorkdirError(f"checkpoint {path} cannot be read ({e}); move it out of "
+                           f"{os.path.join(workdir, DIRECTORY)} to resume from an older one, "
+                           f"or use --config.resume=False to start over") from None
+      moved = _set_aside(workdir, step)
+      older = latest_round(workdir)
+      logging.warning(
+          "checkpoint %s cannot be read (%s); moved it to %s and %s", path, e, moved,
+          f"resuming from the checkpoint of round {older}" if older is not None else
+          "no older checkpoint is left: the run starts at round 0")
+      step = older
+  return None
+
+
+def _set_aside(workdir: str, step: int) -> str:
+  """Moves checkpoint `step` out of orbax's directory to `<workdir>/checkpoints.unreadable/`
+  (a fresh name if one is there already); returns where it went."""
+  aside = os.path.join(workdir, UNREADABLE)
+  os.makedirs(aside, exist_ok=True)
+  target, n = os.path.join(aside, str(step)), 1
+  while os.path.exists(target):
+    target, n = os.path.join(aside, f"{step}.{n}"), n + 1
+  os.replace(os.path.join(workdir, DIRECTORY, str(step)), target)
+  return target
+
+
+def _restore_step(workdir: str, step: int, config, server_state, client_table):
+  """`restore` of checkpoint `step`; raises _Unreadable when orbax cannot read it."""
   path = os.path.join(workdir, DIRECTORY, str(step))
   host = isinstance(client_table, HostClientTable)
+  ignore_abandoned_async_work()
   try:
     with _manager(workdir, 2) as manager, warnings.catch_warnings():
       warnings.simplefilter("ignore")
@@ -237,12 +322,40 @@ def restore(workdir: str, config, server_state, client_table):
   except WorkdirError:
     raise
   except Exception as e:  # pylint: disable=broad-except
-    raise WorkdirError(f"checkpoint {path} cannot be read ({type(e).__name__}: "
-                       f"{str(e).splitlines()[0][:200] if str(e) else ''}); delete it to resume "
-                       f"from an older one, or use --config.resume=False to start over") from None
+    gc.collect()   # orbax's abandoned reads report now, into the filters, not at exit
+    raise _Unreadable(f"{type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:160] if str(e) else ''}") from None
   state = state["state"]
   if jax.process_count() == 1:   # the leaves `_restore_args` brought to the host: back uncommitted
     state = jax.tree.map(lambda x, y: jax.device_put(y) if _uncommitted(x) else y,
                          template, state)
   clients = client_table.load_checkpoint(state["clients"]) if host else state["clients"]
   return (int(meta["next_round"]), state["server"], clients, int(meta["bytes_total"]), meta)
+
+
+_IGNORING_ABANDONED = []
+
+
+def ignore_abandoned_async_work() -> None:
+  """Silences what orbax's abandoned asynchronous reads and writes print once a restore or save
+  has failed: orbax runs them on an event loop that it closes at the first error, so the
+  tensorstore operations still in flight later call `call_soon_threadsafe` on the closed loop
+  ("RuntimeError: Event loop is closed", a traceback through `sys.unraisablehook`, at any time
+  up to the process's exit) and their tasks are collected with "Task exception was never
+  retrieved" (asyncio's logger). The error itself is reported in one line; these copies of it
+  are dropped. Everything else reaches the previous hook and the logger as before. Installed
+  once per process, by the first restore (before orbax runs: the noise may come as soon as the
+  loop closes) or by a failed save."""
+  if _IGNORING_ABANDONED:
+    return
+  previous = sys.unraisablehook
+
+  def hook(unraisable):
+    e = unraisable.exc_value
+    if isinstance(e, RuntimeError) and str(e) == "Event loop is closed":
+      return
+    previous(unraisable)
+  sys.unraisablehook = hook
+  std_logging.getLogger("asyncio").addFilter(
+      lambda record: "exception was never retrieved" not in record.getMessage())
+  _IGNORING_ABANDONED.append(True)

@@ -187,6 +187,32 @@ def guarded(main: Callable) -> Callable:
   return wrapper
 
 
+def refuse_unused_overrides(config_flag, configs, grid: bool = False) -> None:
+  """Refuses (ConfigError: one line, exit 2) a `--config.<block>.<field>=...` override of
+  `config_flag` (the entry point's config FlagHolder) inside a per-choice block that none of
+  `configs`, the runs the command makes, uses (`fields.refuse_unused`). `grid`: a comparison,
+  whose `--algorithms` names the algorithms (so `--config.algorithm.name` is refused too)."""
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  refuse_unused_paths(list(config_flags.get_override_values(flags.FLAGS[config_flag.name])),
+                      configs, grid)
+
+
+def refuse_unused_paths(paths, configs, grid: bool = False) -> None:
+  """`refuse_unused_overrides` of the overridden field paths `paths`."""
+  from fedjax_sharp.errors import ConfigError  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.training import fields  # pylint: disable=g-import-not-at-top
+  if grid and "algorithm.name" in paths:
+    raise ConfigError("--config.algorithm.name is not used here: --algorithms names the "
+                      "algorithms to run")
+  fields.refuse_unused(paths, configs, grid_fix if grid else None)
+
+
+def grid_fix(chooser: str, choice: str) -> str:
+  """The remedy of an unused block in a comparison: the algorithm joins --algorithms."""
+  return (f"add {choice} to --algorithms" if chooser == "algorithm.name"
+          else f"add --config.{chooser}={choice}")
+
+
 def field_docs() -> dict[str, str]:
   """Field path -> one-line doc: `config.FIELD_DOCS` for the base fields, the factories'
   `Field` docs for the algorithm blocks (data, not parsed source)."""

@@ -20,6 +20,7 @@ from typing import Sequence
 
 from absl import logging
 
+from fedjax_sharp.training import fields
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training import workdir as workdir_lib
@@ -118,6 +119,8 @@ def configure_variant(config, variant: str, seed: int):
           raise ValueError(f"--algorithms: {name!r} has no hyperparameter block "
                            f"config.algorithm.{name} to override")
         _set(cfg.algorithm[name], key, value, f"config.algorithm.{name}")
+  fields.refuse_unused([k for k in overrides if "." in k], [cfg],
+                       lambda chooser, choice: f"add {chooser}={choice} to {variant!r}")
   return cfg
 
 
@@ -181,7 +184,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
   """
   from fedjax_sharp.training import run_analysis
   workdir = workdir or tempfile.mkdtemp(prefix="fedjax_sharp_compare_")
-  plan, pending, reused = [], [], set()
+  plan, pending, reused, labels = [], [], set(), {}
   for name in algorithms:
     for seed in seeds:
       cfg = configure_variant(config, name, seed)
@@ -201,6 +204,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
         reused.add(run_dir)
       else:
         pending.append((cfg, run_dir))
+        labels[run_dir] = f"{name} seed {seed}"   # on its progress line
       plan.append((name, run_dir))
   summaries = {}
   if sweep:
@@ -212,7 +216,7 @@ def run_grid(config, algorithms: Sequence[str], seeds: Sequence[int], workdir: s
         summaries[run_dir] = summary
   else:
     for cfg, run_dir in pending:
-      summaries[run_dir] = loop.run(cfg, run_dir, progress=progress)
+      summaries[run_dir] = loop.run(cfg, run_dir, progress=progress and labels[run_dir])
   results: dict[str, list[dict]] = {}
   for name, run_dir in plan:
     # A run trained now returned its summary; a reused one is read back (with the defaults of

@@ -11,6 +11,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.models import registry
+from fedjax_sharp.training import fields
 from fedjax_sharp.training.fields import DECLARED, SECTIONS, is_minimax, validate
 from fedjax_sharp.training.fields import aggregation as resolved_aggregation
 from fedjax_sharp.training.fields import aggregation_choice  # noqa: F401 (re-exported)
@@ -82,6 +83,24 @@ def prepare(config) -> ml_collections.ConfigDict:
   return resolved_setting(config)
 
 
+def _resolve_dp(config) -> None:
+  """The dp block of the run as it applies: `dp.accountant='auto'` resolved for the engine's
+  sampler; `dp.noise_multiplier` unset -> 1 unless `dp.target_epsilon` solves it (in the
+  experiment); an algorithm with its own DP (DP-FedSAM) has its mechanism copied into the dp
+  block with `dp.enabled` True, so that config.json records what was applied."""
+  if "dp" not in config:
+    return
+  config.dp.accountant = fields.dp_accountant(config)
+  if config.dp.noise_multiplier is None and config.dp.target_epsilon is None:
+    config.dp.noise_multiplier = 1.0
+  if fields.own_privacy(config):
+    from fedjax_sharp.algorithms.registry import ALGORITHMS  # pylint: disable=g-import-not-at-top
+    block = ALGORITHMS[config.algorithm.name].values(config)
+    config.dp.enabled = True
+    for k in fields.MECHANISM_FIELDS:
+      config.dp[k] = block[k]
+
+
 def resolved_setting(config) -> ml_collections.ConfigDict:
   """A copy of `config` with `model.compute_dtype` and `model.conv_impl` resolved for the
   default backend (`resolved_model_options`): what config.json records, so that a run started
@@ -91,6 +110,7 @@ def resolved_setting(config) -> ml_collections.ConfigDict:
   aggregation = resolved_aggregation(config)
   config = ml_collections.ConfigDict(config.to_dict())
   config.aggregation = aggregation
+  _resolve_dp(config)
   if "model" in config:
     dtype, conv_impl = resolved_model_options(config)
     if not is_minimax(config):

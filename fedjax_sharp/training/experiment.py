@@ -24,6 +24,7 @@ from fedjax_sharp.core import backends, feeding, losses, privacy
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
+from fedjax_sharp.training import fields
 
 # PRNG streams: one root key from the seed, one stream per purpose.
 STREAM_INIT, STREAM_TRAIN = 0, 1
@@ -81,13 +82,14 @@ class Experiment:
       self.feeder = feeding.DeviceFeeder(self.train_data.x, self.train_data.y, self.sampler.build)
 
   def top_eigenvalues(self, params, k: int = 1, iters: int = 20, method: str = "power",
-                      max_examples: int = 0):
-    """Top-k Hessian eigenvalues of the test cross-entropy at `params` (fedjax_sharp.analysis)."""
+                      max_examples: int = 0, progress=None):
+    """Top-k Hessian eigenvalues of the test cross-entropy at `params` (fedjax_sharp.analysis;
+    `progress(done, total)` after every Hessian-vector product)."""
     from fedjax_sharp.analysis import hessian
     return hessian.model_top_eigenvalues(
         self.apply_fn, params, self.dataset.x_test, self.dataset.y_test, k=k, method=method,
         iters=iters, batch_size=self.config.eval.batch_size, preprocess=self.eval_preprocess,
-        max_examples=max_examples)
+        max_examples=max_examples, progress=progress)
 
   def learning_rate(self, round_idx: int) -> float:
     return self.config.local.lr * self.config.local.lr_decay ** round_idx
@@ -155,26 +157,38 @@ def apply_privacy(config, algorithm: FederatedAlgorithm, params, population: int
   """(algorithm, accounting): `algorithm` wrapped by `config.dp`'s mechanism when
   `dp.enabled` (`core.privacy.with_dp`; with `dp.target_epsilon`, the noise multiplier solved
   over `config.rounds` rounds), and the accounting of whatever mechanism it then applies (an
-  algorithm may apply its own, DP-FedSAM); None without DP."""
+  algorithm may apply its own, DP-FedSAM: the resolved config records it in `dp`); None
+  without DP."""
   dp = config.dp
-  setting = functools.partial(privacy.AccountingSetting, cohort=int(config.clients_per_round),
-                              population=int(population), delta=float(dp.delta),
-                              accountant=str(dp.accountant))
-  if dp.enabled:
-    mechanism = privacy.Mechanism(float(dp.clip_norm), float(dp.noise_multiplier),
-                                  clip=str(dp.clip), noise=str(dp.noise))
+  account = functools.partial(
+      privacy.accounting_setting, params=params, cohort=int(config.clients_per_round),
+      population=int(population), delta=float(dp.delta),
+      accountant=fields.dp_accountant(config), sampling=fields.sampling(config),
+      noise_cohort_size=dp.noise_cohort_size)
+  if dp.enabled and not fields.own_privacy(config):
+    # Unset: 1, or (with a target) solved below; the placeholder 0 checks nothing it cannot know.
+    sigma = (0.0 if dp.target_epsilon is not None else 1.0 if dp.noise_multiplier is None
+             else float(dp.noise_multiplier))
+    count_noise = (float(config.clients_per_round) / 20.0 if dp.clip_count_noise is None
+                   else float(dp.clip_count_noise))
+    mechanism = privacy.Mechanism(float(dp.clip_norm), sigma, clip=str(dp.clip),
+                                  noise=str(dp.noise), adaptive=bool(dp.adaptive_clip),
+                                  clip_quantile=float(dp.clip_quantile),
+                                  clip_lr=float(dp.clip_lr), clip_count_noise=count_noise,
+                                  noise_scale=(int(config.clients_per_round)
+                                               / int(dp.noise_cohort_size or
+                                                     config.clients_per_round)))
     if dp.target_epsilon is not None:
-      sensitivity = (math.sqrt(privacy.num_tensors(privacy.upload_shape(algorithm, params)))
-                     if mechanism.clip == "per_tensor" else 1.0)
-      sigma = setting(noise_multiplier=0.0, sensitivity=sensitivity,
-                      steps_per_round=int(algorithm.exchanges)).solve_noise_multiplier(
-                          float(dp.target_epsilon), int(config.rounds))
+      sigma = account(privacy.with_dp(algorithm, mechanism)).solve_noise_multiplier(
+          float(dp.target_epsilon), int(config.rounds))
       logging.info("dp.target_epsilon=%g at delta %g over %d rounds -> noise multiplier %.4f",
                    dp.target_epsilon, dp.delta, config.rounds, sigma)
       mechanism = dataclasses.replace(mechanism, noise_multiplier=sigma)
     algorithm = privacy.with_dp(algorithm, mechanism)
   if algorithm.privacy is None:
     return algorithm, None
-  return algorithm, privacy.accounting_setting(
-      algorithm, params, int(config.clients_per_round), int(population), float(dp.delta),
-      str(dp.accountant))
+  if float(dp.delta) >= 1.0 / int(population):
+    logging.warning("dp.delta=%g is not below 1/num_clients = 1/%d: a mechanism that reveals "
+                    "one client's data outright meets (epsilon, delta); use dp.delta well below "
+                    "%g", dp.delta, population, 1.0 / int(population))
+  return algorithm, account(algorithm)

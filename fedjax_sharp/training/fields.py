@@ -49,7 +49,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                      "client weights: 'examples' (n_m / sum n) | 'uniform' | 'auto' ('uniform' "
                      "with differential privacy, else the algorithm's own: "
                      "docs/algorithms/index.md)"),
-        log_every=(1, ">= 1", "progress line every k rounds"),
+        log_every=(0, ">= 0", "when not on a terminal (a pipe, a file): a progress line after "
+                   "the first round, every k rounds and after the last; 0 = about ten in all "
+                   "(k = rounds / 10); a terminal's line is redrawn every round"),
         checkpoint_every=(0, ">= 0", "> 0: save server + client state every k rounds (workdir)"),
         checkpoint_keep=(2, ">= 1", "checkpoints kept under <workdir>/checkpoints (orbax)"),
         resume=(True, _ON_OFF, "continue from the newest checkpoint of the same setting; "
@@ -239,8 +241,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                  "dp fields apply only with it): each "
                  "client's upload clipped and noised inside the round (docs/privacy.md)"),
         clip_norm=(1.0, "(0, inf]", "C, the L2 bound of each client's upload (inf: no clipping)"),
-        noise_multiplier=(1.0, ">= 0", "sigma: noise std sigma * C on the sum of the clipped "
-                          "uploads"),
+        noise_multiplier=(None, ">= 0", "sigma: noise std sigma * C on the sum of the clipped "
+                          "uploads (None: 1, or solved from dp.target_epsilon; set one of the two)",
+                          float),
         delta=(1e-5, "(0, 1)", "the delta of the reported epsilon(delta)"),
         clip=("global", ("global", "per_tensor"),
               "'global' (one norm over the whole upload) | 'per_tensor' (every tensor clipped "
@@ -249,12 +252,27 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
                "'server' (one N(0, sigma^2 C^2) on the sum, DP-FedAvg) | 'client' (each client "
                "adds N(0, sigma^2 C^2 / m), DP-FedSAM's code)"),
         target_epsilon=(None, "> 0", "set: the noise multiplier is solved so that epsilon(delta) "
-                        "after config.rounds rounds is this (dp.noise_multiplier is then "
-                        "ignored; config.json records the solved value)", float),
-        accountant=("rdp", ("pld_poisson", "rdp", "rdp_poisson"),
-                    "'rdp' (fixed-size cohorts without replacement, as sampled; replace-one) | "
-                    "'rdp_poisson' | 'pld_poisson' (Poisson sampling approximation, "
-                    "add/remove-one)")),
+                        "after config.rounds rounds is this (leave dp.noise_multiplier unset; "
+                        "summary.json records the solved value)", float),
+        accountant=("auto", ("auto", "pld_poisson", "rdp", "rdp_poisson"),
+                    "'rdp' (fixed-size cohorts without replacement; replace-one) | "
+                    "'rdp_poisson' | 'pld_poisson' (Poisson sampling, add/remove-one) | 'auto' "
+                    "('rdp' for fixed cohorts, 'pld_poisson' under Poisson sampling)"),
+        record_client_metrics=(False, _ON_OFF, "record the clients' unnoised train loss, "
+                               "accuracy and step counts under DP (outside the guarantee)"),
+        noise_cohort_size=(None, ">= 1", "simulate a cohort of N: the noise on the mean is what N "
+                           "clients would get (sigma C / N) and the accountant sees N of "
+                           "num_clients N / clients_per_round clients (pfl's noise_cohort_size)",
+                           int),
+        adaptive_clip=(False, _ON_OFF, "adaptive clipping (Andrew et al. 2021): dp.clip_norm is "
+                       "C_0, moved each round towards the dp.clip_quantile of the update norms"),
+        clip_quantile=(0.5, "[0, 1]", "adaptive clipping: the target quantile of the update "
+                       "norms"),
+        clip_lr=(0.2, "> 0", "adaptive clipping: C <- C exp(-clip_lr (unclipped fraction - "
+                 "quantile))"),
+        clip_count_noise=(None, "> 0", "adaptive clipping: noise std of the count of unclipped "
+                          "uploads, in clients (None: clients_per_round / 20); must exceed "
+                          "dp.noise_multiplier / 2", float)),
     **_declare("training", on_nonfinite=("stop", ("stop", "warn"),
                                          "'stop' (status 'diverged', exit 3) | 'warn' (log, "
                                          "go on)")),
@@ -377,9 +395,36 @@ def private(config) -> bool:
   return bool(config.dp.enabled) or own_privacy(config)
 
 
+def dp_accountant(config) -> str:
+  """`dp.accountant` with 'auto' resolved: 'rdp' (fixed-size cohorts without replacement, the
+  engine's 'fixed' sampler) or 'pld_poisson' (exact for the engine's 'poisson' sampler)."""
+  value = str(config.dp.accountant)
+  if value != "auto":
+    return value
+  return "pld_poisson" if sampling(config) == "poisson" else "rdp"
+
+
+def sampling(config) -> str:
+  """The engine's cohort sampler ('fixed' unless `engine.sampling` says otherwise)."""
+  return str(config.engine.get("sampling", "fixed"))
+
+
 def aggregation(config) -> str:
   """`aggregation` with 'auto' resolved (`aggregation_choice`)."""
   return aggregation_choice(config)[0]
+
+
+# The dp fields that describe the mechanism (for an algorithm with its own DP, the resolved
+# config copies them from its block: config.json then records what the run applied).
+MECHANISM_FIELDS = ("clip_norm", "noise_multiplier", "clip", "noise")
+
+
+def own_mechanism_recorded(config) -> bool:
+  """Whether `dp.enabled` of an own-DP algorithm is the resolved config's record of its
+  mechanism (`config.resolved_setting`): every mechanism field equals the algorithm's."""
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  block = ALGORITHMS[config.algorithm.name].values(config)
+  return all(config.dp[k] == block[k] for k in MECHANISM_FIELDS)
 
 
 def aggregation_choice(config) -> tuple[str, str]:
@@ -404,12 +449,31 @@ def _privacy(config) -> None:
   if dp.enabled:
     _check(not is_minimax(config), "dp.enabled", f"applies to classification; task.name="
            f"{config.task.name!r} (minimax) has no DP mechanism: leave it False")
-    _check(not own_privacy(config), "dp.enabled",
+    _check(not own_privacy(config) or own_mechanism_recorded(config), "dp.enabled",
            f"algorithm.name={config.algorithm.name!r} applies its own clipping and noise "
            f"(config.algorithm.{config.algorithm.name}): leave dp.enabled False")
     _check(dp.noise_multiplier == 0 or math.isfinite(dp.clip_norm), "dp.clip_norm",
            f"must be finite when dp.noise_multiplier > 0 (the noise std is sigma * C), got "
            f"{dp.clip_norm}")
+  if dp.target_epsilon is not None:
+    _check(bool(dp.enabled), f"dp.target_epsilon={dp.target_epsilon:g}",
+           "is set but dp.enabled is False"
+           + (f" (algorithm.name={config.algorithm.name!r} applies its own noise: set "
+              f"algorithm.{config.algorithm.name}.noise_multiplier)" if own_privacy(config)
+              else ": add --config.dp.enabled=True, or unset dp.target_epsilon"))
+    _check(dp.noise_multiplier is None or own_privacy(config),
+           f"dp.target_epsilon={dp.target_epsilon:g}",
+           f"and dp.noise_multiplier={dp.noise_multiplier} are both set: the noise multiplier "
+           f"is solved from the target; set only one of them")
+  if dp.noise_cohort_size is not None:
+    _check(bool(dp.enabled) and not own_privacy(config), "dp.noise_cohort_size",
+           "applies to dp.enabled's mechanism: set dp.enabled=True"
+           + (f" (algorithm.name={config.algorithm.name!r} applies its own noise)"
+              if own_privacy(config) else ""))
+    _check(dp.noise_cohort_size >= config.clients_per_round,
+           f"dp.noise_cohort_size={dp.noise_cohort_size}",
+           f"must be >= clients_per_round={config.clients_per_round} (it simulates a larger "
+           f"cohort's noise)")
   if private(config):
     _check(str(config.aggregation) != "examples", "aggregation",
            "='examples' weighs clients by their example counts, which the DP sensitivity bound "
@@ -430,13 +494,16 @@ def _algorithm_reads_cohort_size(config) -> str:
 def _sampling(config) -> None:
   """Poisson sampling: classification only; under DP, server noise (the fixed-denominator mean)
   and an algorithm that does not read the realised cohort size."""
-  if config.engine.sampling != "poisson":
+  if sampling(config) != "poisson":
     return
   _check(not is_minimax(config), "engine.sampling",
          f"='poisson' applies to classification; task.name={config.task.name!r} (minimax) "
          f"samples fixed cohorts: leave it 'fixed'")
   if not private(config):
     return
+  _check(dp_accountant(config) != "rdp", "dp.accountant",
+         "='rdp' accounts for fixed-size cohorts; with engine.sampling='poisson' use "
+         "'pld_poisson' or 'rdp_poisson' (or 'auto')")
   name = config.algorithm.name
   noise_field = "dp.noise" if config.dp.enabled else f"algorithm.{name}.noise"
   noise = config.dp.noise if config.dp.enabled else config.algorithm[name].get("noise", "server")
@@ -448,6 +515,43 @@ def _sampling(config) -> None:
   _check(not why, "engine.sampling",
          f"='poisson' with differential privacy: algorithm.name={name!r} {why}, which the "
          f"fixed-denominator mean does not cover; use engine.sampling='fixed'")
+
+
+def choice_blocks(config) -> dict[str, str]:
+  """{block: the field that chooses it} for every per-choice block of the config: a section with
+  a `name` field and sub-blocks keyed by the names it may take ('algorithm.fedgmt':
+  'algorithm.name', 'model.resnet8': 'model.name', 'task.pl': 'task.name'). Only the block the
+  name picks is used."""
+  out = {}
+  for section in config:
+    node = config[section]
+    if hasattr(node, "items") and "name" in node:
+      out.update({f"{section}.{key}": f"{section}.name" for key in node
+                  if hasattr(node[key], "items")})
+  return out
+
+
+def refuse_unused(paths, configs, fix: Callable[[str, str], str] | None = None) -> None:
+  """Refuses, in one line naming the fix, a field of `paths` (what a command line or a variant
+  set) inside a per-choice block (`choice_blocks`) that none of `configs` (the runs it makes)
+  uses: `--config.algorithm.my_fedprox.mu=0.1` with algorithm.name 'fedavg' would otherwise
+  train FedAvg and say nothing. `fix(chooser, choice)`: the remedy (default `add
+  --config.<chooser>=<choice>`). Values a config file writes into several blocks are not
+  refused (a comparison's file holds every algorithm's hyperparameters), nor is anything in a
+  finished run's config.json: only what was set for this command."""
+  configs = list(configs)
+  blocks = choice_blocks(configs[0])
+  for path in paths:
+    block = ".".join(path.split(".")[:2])
+    if block not in blocks:
+      continue
+    chooser = blocks[block]
+    section, choice = block.split(".")
+    chosen = sorted({str(c[section].name) for c in configs})
+    if choice not in chosen:
+      now = repr(chosen[0]) if len(chosen) == 1 else f"one of {chosen}"
+      remedy = fix(chooser, choice) if fix else f"add --config.{chooser}={choice}"
+      raise ConfigError(f"{path} is set but {chooser} is {now}; {remedy}")
 
 
 def validate(config, multiprocess: bool = False) -> None:

@@ -282,7 +282,8 @@ class DivergenceGuard(Hook):
       return
     last = checkpoints.latest_round(self.workdir) if self.workdir else None
     message = (f"round {rnd.t}: non-finite training loss or global model "
-               f"(train loss {rnd.record['train_loss']}); last good checkpoint: "
+               f"(train loss {rnd.record.get('train_loss', 'withheld under DP')}); last good "
+               f"checkpoint: "
                f"{f'round {last}' if last is not None else 'none'}")
     if self.on_nonfinite == "stop":
       raise DivergedError(message + " (stopped: training.on_nonfinite='stop')")

@@ -100,9 +100,10 @@ def _naming_last_checkpoint(checkpoint_workdir: str | None):
     raise
 
 
-def run(config, workdir: str | None = None, progress: bool = True,
+def run(config, workdir: str | None = None, progress: bool | str = True,
         experiment: Experiment | None = None) -> dict:
   """Runs the experiment; writes config.json, metrics.jsonl and summary.json under `workdir`.
+  `progress`: show the progress line (`training.progress`); a string also names the run on it.
 
   Reliability (docs/reliability.md has the table of fault cases): one run per workdir (a lock), a
   workdir with another setting's results or checkpoint is refused before anything is written,

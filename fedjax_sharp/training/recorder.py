@@ -7,6 +7,7 @@ provenance and the summary.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -30,6 +31,11 @@ from fedjax_sharp.training.progress import Progress
 VOCABULARY_FILE = "vocabulary.json"     # text datasets: pass as data.vocabulary_path to reuse
 
 STATUSES = ("completed", "interrupted", "diverged", "failed")
+# A round record's aggregates of the clients' own data (with every `*_mean` of an algorithm's
+# sums): unnoised, so under DP they are withheld unless `dp.record_client_metrics`. So is a
+# Poisson round's realised cohort size `clients`, which the fixed denominator keeps out of the
+# noised aggregate (add or remove one client and its distribution changes).
+CLIENT_METRICS = ("train_loss", "train_accuracy", "local_steps", "clients")
 
 
 def _all_finite(tree_) -> bool:
@@ -77,7 +83,7 @@ class RunRecorder:
   """
 
   def __init__(self, config, workdir: str | None, exp: Experiment, build_time: float,
-               progress: bool = True, checkpoint_workdir: str | None = None,
+               progress: bool | str = True, checkpoint_workdir: str | None = None,
                run_provenance: dict | None = None):
     self.config, self.workdir, self.exp, self.build_time = config, workdir, exp, build_time
     # The code that runs is the code at the start: a checkout moved during the run must not
@@ -85,6 +91,8 @@ class RunRecorder:
     self.provenance = provenance() if run_provenance is None else run_provenance
     self.server_state, self.client_table = exp.engine.init(exp.init_params)
     self.start_round, self.bytes_total, self.records = 0, 0, []
+    self.withhold_client_metrics = (exp.accounting is not None
+                                    and not config.dp.record_client_metrics)
     self.train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
     self.checkpoint_workdir = workdir or checkpoint_workdir
     restored = False
@@ -112,7 +120,7 @@ class RunRecorder:
                    f"{jax.process_count()} process(es)"))
     self.hooks = self.make_hooks(progress, truncate=not restored)
 
-  def make_hooks(self, progress: bool, truncate: bool = True) -> list[hooks_lib.Hook]:
+  def make_hooks(self, progress: bool | str, truncate: bool = True) -> list[hooks_lib.Hook]:
     """The run's hooks from its config, in the order `record_round` calls them (the module doc
     of `training.hooks`). `truncate`: start metrics.jsonl afresh (not a resumed run)."""
     config, exp, workdir = self.config, self.exp, self.workdir
@@ -143,8 +151,10 @@ class RunRecorder:
       hooks.append(hooks_lib.Artifacts(exp.artifacts, workdir, rounds, config.eval.artifact_every))
     if workdir:
       hooks.append(hooks_lib.FinalModel(rounds, path(hooks_lib.FINAL_PARAMS)))
-    if progress:
-      hooks.append(Progress(rounds, config.log_every, start=self.start_round, metric=exp.metric))
+    if progress:   # a string: the run's name on the line (a comparison's 'fedgmt seed 0')
+      hooks.append(Progress(rounds, int(config.log_every) or None, start=self.start_round,
+                            metric=exp.metric,
+                            label=progress if isinstance(progress, str) else None))
     return hooks
 
   def _restore(self) -> bool:
@@ -170,9 +180,7 @@ class RunRecorder:
     if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
       shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
     # The prepared config: 'auto' as it resolved on this backend (what ran; resume compares it).
-    resolved = ml_collections.ConfigDict(config.to_dict())
-    if exp.accounting is not None and config.dp.target_epsilon is not None:
-      resolved.dp.noise_multiplier = exp.accounting.noise_multiplier   # the solved sigma
+    resolved = ml_collections.ConfigDict(config.to_dict())   # (summary.json: a solved sigma)
     metrics_lib.atomic_write_text(
         os.path.join(workdir, "config.json"),
         resolved.to_json_best_effort(indent=2, sort_keys=True) + "\n")
@@ -218,11 +226,15 @@ class RunRecorder:
     for k, v in m.items():  # algorithm-specific sums, e.g. the FedGMT KL term
       if k.endswith("_sum") and k != "loss_sum":
         record[k[:-4] + "_mean"] = mean(v, examples)
-    comm = exp.algorithm.communication
     # The real clients (padding, and the slot an empty DP round's noise rides on, have id M).
     num_real = int(np.sum(np.asarray(cohort.client_ids) < len(exp.client_indices)))
     if exp.sampler.sampling == "poisson":
       record["clients"] = num_real   # the realised cohort size
+    if self.withhold_client_metrics:
+      # Under DP these are unnoised aggregates of the clients' data, outside the guarantee.
+      for k in [k for k in record if k in CLIENT_METRICS or k.endswith("_mean")]:
+        del record[k]
+    comm = exp.algorithm.communication
     bytes_down = int(num_real * comm.down * exp.model_bytes)
     bytes_up = int(num_real * comm.up * exp.model_bytes)
     self.bytes_total += bytes_down + bytes_up
@@ -237,10 +249,10 @@ class RunRecorder:
     `round_time` defaults to now - t_round; `client_table` may be a zero-argument function
     returning it (called only to save it)."""
     self.server_state, self.client_table = server_state, client_table
-    record = self.training_record(t, jax.device_get(m), cohort)
+    m = jax.device_get(m)
+    record = self.training_record(t, m, cohort)
     params = self.exp.algorithm.eval_params(server_state)
-    finite = (record["train_loss"] is None or bool(np.isfinite(record["train_loss"]))) \
-        and _all_finite(params)
+    finite = bool(np.isfinite(m["loss_sum"])) and _all_finite(params)
     if not finite:
       record["nonfinite"] = True
     rnd = hooks_lib.Round(t=t, record=record, params=params, server_state=server_state,
@@ -309,7 +321,11 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
     # epsilon(delta) after the last recorded round, and how it was accounted.
     from fedjax_sharp.core import privacy  # pylint: disable=g-import-not-at-top
     summary["dp_epsilon"] = records[-1]["dp_epsilon"] if records else None
-    summary["dp"] = {**privacy.describe(exp.accounting), "sampling": exp.sampler.sampling}
+    summary["dp"] = privacy.describe(exp.accounting)
+    # A server that sees each upload ('client' noise without secure aggregation) faces this.
+    local = exp.accounting.local_epsilon(len(records))
+    summary["dp"]["local_epsilon"] = None if math.isinf(local) else local
+    summary["dp"]["client_metrics_recorded"] = bool(config.dp.record_client_metrics)
   if averaged_models is not None:
     # Fewer than eval.average_last when the run resumed inside that window.
     summary["averaged_models"] = averaged_models

@@ -1,8 +1,11 @@
-"""Analysis of finished run directories (what `experiments/hessian.py` and `compare.py
---hessian` call): rebuild the experiment from its config.json, load the saved global model,
-compute the top Hessian eigenvalues on the test set, write hessian.json atomically."""
+"""Analysis of finished run directories (what `experiments/hessian.py`, `landscape.py`,
+`analyse.py` and `compare.py --hessian` call): rebuild the experiment from its config.json, load
+the saved global model, compute the top Hessian eigenvalues, sharpness, landscapes... on the
+test set, write hessian.json / analysis.json atomically. The long parts show the training's
+progress line with an ETA (`training.progress`; `progress=False` hides it)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -13,6 +16,7 @@ from fedjax_sharp.training import experiment as experiment_lib
 from fedjax_sharp.training import hooks
 from fedjax_sharp.training import loop
 from fedjax_sharp.training import metrics as metrics_lib
+from fedjax_sharp.training import progress as progress_lib
 
 HESSIAN_FILE = "hessian.json"
 MODELS = {"final": hooks.FINAL_PARAMS, "average": hooks.AVERAGE_PARAMS}
@@ -20,26 +24,53 @@ MODELS = {"final": hooks.FINAL_PARAMS, "average": hooks.AVERAGE_PARAMS}
 
 def load_run_config(run_dir: str) -> ml_collections.ConfigDict:
   with open(os.path.join(run_dir, "config.json")) as f:
-    return ml_collections.ConfigDict(json.load(f))
+    config = json.load(f)
+  dp = config.get("dp", {})
+  if dp.get("target_epsilon") is not None:   # older versions recorded the solved sigma here
+    dp["noise_multiplier"] = None
+  return ml_collections.ConfigDict(config)
 
 
 def run_hessian(run_dir: str, *, model: str = "final", k: int = 5, iters: int = 20,
-                method: str = "power", max_examples: int = 0, experiment=None) -> dict:
+                method: str = "power", max_examples: int = 0, experiment=None,
+                progress: bool = True) -> dict:
   """Top-k Hessian eigenvalues of a run's saved model on its test set; writes hessian.json
   (one entry per model kind, so 'final' and 'average' can both be stored)."""
   exp, params = _load(run_dir, model, experiment)
   t0 = time.time()
-  values = exp.top_eigenvalues(params, k=k, iters=iters, method=method,
-                               max_examples=max_examples)
+  with _progress(exp, "lambda_max" if k == 1 else f"top {k}", "iteration", progress) as bar:
+    values = exp.top_eigenvalues(params, k=k, iters=iters, method=method,
+                                 max_examples=max_examples, progress=bar)
   result = {"eigenvalues": [float(v) for v in values], "lambda_max": float(values[0]),
             "k": k, "iters": iters, "method": method,
-            "examples": max_examples or int(len(exp.dataset.y_test)),
+            "examples": _examples(exp, max_examples),
             "seconds": time.time() - t0}
   _store(run_dir, model, result, HESSIAN_FILE)
   return result
 
 
 ANALYSIS_FILE = "analysis.json"
+
+
+def _examples(exp, examples: int) -> int:
+  """How many test examples an analysis of the first `examples` (0 = all) really used."""
+  n = int(len(exp.dataset.y_test))
+  return min(int(examples), n) if examples else n
+
+
+@contextlib.contextmanager
+def _progress(exp, what: str, unit: str, show: bool):
+  """The progress line of one analysis of a run ('lambda_max fedgmt seed 0 | iteration 3/20 |
+  ... | eta 40 s'): yields its `advance` for the analysis's `progress` callback, or None."""
+  if not show:
+    yield None
+    return
+  config = exp.config
+  bar = progress_lib.steps(f"{what} {config.algorithm.name} seed {config.seed}", unit)
+  try:
+    yield bar.advance
+  finally:
+    bar.close()
 
 
 def _load(run_dir: str, model: str, experiment=None):
@@ -77,7 +108,8 @@ def _store(run_dir: str, key: str, value: dict, filename: str = ANALYSIS_FILE) -
 
 
 def run_sharpness(run_dir: str, *, model: str = "final", rho: float = 0.05,
-                  trace_probes: int = 100, examples: int = 2000, experiment=None) -> dict:
+                  trace_probes: int = 100, examples: int = 2000, experiment=None,
+                  progress: bool = True) -> dict:
   """SAM sharpness and the Hutchinson Hessian trace of a run's saved model on the first
   `examples` test examples (0 = all); stored in RUN/analysis.json under '<model>_sharpness'."""
   import jax  # pylint: disable=g-import-not-at-top
@@ -88,11 +120,12 @@ def run_sharpness(run_dir: str, *, model: str = "final", rho: float = 0.05,
   t0 = time.time()
   out = sharpness.sam_sharpness(loss_fn, params, batches, rho=rho)
   t1 = time.time()
-  trace = sharpness.hutchinson_trace(loss_fn, params, batches, num_probes=trace_probes,
-                                     key=jax.random.key(0))
+  with _progress(exp, "trace", "probe", progress) as bar:
+    trace = sharpness.hutchinson_trace(loss_fn, params, batches, num_probes=trace_probes,
+                                       key=jax.random.key(0), progress=bar)
   out.update({"rho": rho, "hessian_trace": trace["trace"],
               "hessian_trace_stderr": trace["stderr"], "trace_probes": trace_probes,
-              "examples": examples or int(len(exp.dataset.y_test)),
+              "examples": _examples(exp, examples),
               "sam_seconds": t1 - t0, "trace_seconds": time.time() - t1})
   _store(run_dir, f"{model}_sharpness", out)
   return out
@@ -114,7 +147,7 @@ def run_clients(run_dir: str, *, model: str = "final", experiment=None) -> dict:
 
 def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final",
                   num: int = 21, span: float = 1.0, examples: int = 2000, seed: int = 0,
-                  experiment=None) -> dict:
+                  experiment=None, progress: bool = True) -> dict:
   """The 2D loss surface of a run's saved model along two filter-normalised random directions
   (RUN/landscape.png, .npz) and, with `other` (another run of the same model), the 1D
   interpolation from this run's model to the other's (RUN/interpolation.png, .npz)."""
@@ -133,16 +166,19 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
   config = load_run_config(run_dir)
   label = f"{config.algorithm.name}, seed {config.seed}"
   t0 = time.time()
-  surf = landscape.surface(loss_fn, params, batches, jax.random.key(seed), num=num, span=span,
-                           acc_fn=acc_fn)
+  with _progress(exp, "landscape", "point", progress) as bar:
+    surf = landscape.surface(loss_fn, params, batches, jax.random.key(seed), num=num, span=span,
+                             acc_fn=acc_fn, progress=bar)
   png, _ = landscape.save_surface(surf, os.path.join(run_dir, "landscape"),
                                   title=f"{config.name}: {label} ({model} model)")
   out = {"landscape_png": png, "grid": num, "span": span, "seconds": time.time() - t0,
-         "examples": examples or int(len(exp.dataset.y_test)),
+         "examples": _examples(exp, examples),
          "centre_loss": float(surf["loss"][num // 2, num // 2])}
   if other:
     other_params = hooks.load_params(os.path.join(other, MODELS[model]), exp.init_params)
-    line = landscape.interpolate(loss_fn, params, other_params, batches, acc_fn=acc_fn)
+    with _progress(exp, "path", "point", progress) as bar:
+      line = landscape.interpolate(loss_fn, params, other_params, batches, acc_fn=acc_fn,
+                                   progress=bar)
     other_cfg = load_run_config(other)
     out["interpolation_png"] = landscape.save_line(
         line, os.path.join(run_dir, "interpolation"),
@@ -154,7 +190,7 @@ def run_landscape(run_dir: str, *, other: str | None = None, model: str = "final
 
 def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
                      iters: int = 20, global_examples: int = 2000, local_on_global: bool = True,
-                     experiment=None) -> dict:
+                     experiment=None, progress: bool = True) -> dict:
   """Global vs local sharpness of a run's saved model (`analysis.global_local`): the first
   `clients` clients by index (each trained locally from the model by one FedAvg round with the
   run's client optimiser, local steps and last-round learning rate), the global loss on a
@@ -193,10 +229,12 @@ def run_global_local(run_dir: str, *, model: str = "final", clients: int = 10,
                                          int(config.eval.batch_size), exp.eval_preprocess)
   sample = data_lib.stratified_subset(ds.y_train, min(global_examples, len(ds.y_train)), 0)
   t0 = time.time()
-  out = global_local.global_vs_local(sharpness.cross_entropy_loss(exp.apply_fn), params,
-                                     batches_of, exp.client_indices, local_train,
-                                     list(range(min(clients, len(exp.client_indices)))),
-                                     sample, iters=iters, local_on_global=local_on_global)
+  with _progress(exp, "global vs local", "iteration", progress) as bar:
+    out = global_local.global_vs_local(sharpness.cross_entropy_loss(exp.apply_fn), params,
+                                       batches_of, exp.client_indices, local_train,
+                                       list(range(min(clients, len(exp.client_indices)))),
+                                       sample, iters=iters, local_on_global=local_on_global,
+                                       progress=bar)
   out.update({"iters": iters, "global_examples": int(len(sample)),
               "seconds": time.time() - t0})
   _store(run_dir, f"{model}_global_local", out)

@@ -162,7 +162,8 @@ def run_sweep(configs: Sequence, workdirs: Sequence[str | None] | None = None,
     t_build = time.time()
     exps = build_experiments(configs)
     build_time = time.time() - t_build
-    recorders = [recorder_lib.RunRecorder(x.config, w, x, build_time, progress and e == 0)
+    line = progress and f"sweep of {len(exps)} runs"   # one progress line for all of them
+    recorders = [recorder_lib.RunRecorder(x.config, w, x, build_time, line if e == 0 else False)
                  for e, (w, x) in enumerate(zip(workdirs, exps))]
     status = ["running"] * len(recorders)
     summaries: list[dict | None] = [None] * len(recorders)

@@ -23,6 +23,7 @@ import os
 from fedjax_sharp.errors import WorkdirError
 from fedjax_sharp.models import registry
 from fedjax_sharp.training import config as config_lib
+from fedjax_sharp.training import fields as fields_lib
 
 LOCK = ".lock"
 CHECKPOINT_DIRECTORY = "checkpoints"      # orbax checkpoints (checkpoints.py)
@@ -35,6 +36,7 @@ class WorkdirLock:
   def __init__(self, workdir: str):
     self.path = os.path.join(workdir, LOCK)
     self._f = None
+    self._created = False
 
   def __enter__(self):
     workdir = os.path.dirname(self.path)
@@ -42,6 +44,7 @@ class WorkdirLock:
       raise WorkdirError(f"--workdir={workdir} is an existing file, not a directory: give a "
                          f"directory (it is created if missing)")
     try:
+      self._created = not os.path.isdir(workdir)
       os.makedirs(workdir, exist_ok=True)
     except OSError as e:
       raise WorkdirError(f"--workdir={workdir} cannot be created ({e.strerror or e})") from None
@@ -68,10 +71,23 @@ class WorkdirLock:
         self._f.seek(0)
         self._f.truncate()
       finally:
+        self._remove_if_alone()
         fcntl.flock(self._f.fileno(), fcntl.LOCK_UN)
         self._f.close()
         self._f = None
     return False
+
+  def _remove_if_alone(self) -> None:
+    """A run refused before it wrote anything (a config error found while building) leaves no
+    trace: the lock goes, and the workdir too if the lock created it."""
+    workdir = os.path.dirname(self.path)
+    try:
+      if os.listdir(workdir) == [LOCK]:
+        os.unlink(self.path)
+        if self._created:
+          os.rmdir(workdir)
+    except OSError:
+      pass
 
 
 def saved_config(workdir: str) -> dict | None:
@@ -127,6 +143,11 @@ def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> lis
   return resolved_differences(saved, config_lib.resolved_setting(config), allow)
 
 
+# The dp fields a resolved config copies from an own-DP algorithm's block (DP-FedSAM's), which a
+# config.json of an older version left at their defaults.
+OWN_DP_MIRRORS = ("dp.enabled",) + tuple(f"dp.{k}" for k in fields_lib.MECHANISM_FIELDS)
+
+
 def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> list[str]:
   """`setting_differences` of a config whose 'auto' fields are resolved already (the config a
   run executes and records), compared as it stands."""
@@ -143,6 +164,7 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
   old_flat = {k: v for k, v in _flatten(saved).items() if in_setting(k)}
   if "model" in saved:   # written before the field existed: computed in float32
     old_flat.setdefault("model.compute_dtype", "float32")
+  own_dp = fields_lib.own_privacy(config)
   keep = lambda key: (not key.startswith("algorithm.") or key == "algorithm.name"
                       or key.startswith(f"algorithm.{name}."))
   diffs = []
@@ -150,7 +172,9 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
     if not keep(key) or key in allow or key in config_lib.PERFORMANCE_FIELDS:
       continue
     if key == "dp.noise_multiplier" and new_flat["dp.target_epsilon"] is not None:
-      continue   # solved from dp.target_epsilon and the other fields (config.json has the value)
+      continue   # solved from dp.target_epsilon and the other fields
+    if own_dp and key in OWN_DP_MIRRORS:
+      continue   # copied from the algorithm's own block, which is compared itself
     old = old_flat.get(key, default.get(key, value))
     if old != value:
       diffs.append(f"{key}: saved {old!r}, now {value!r}")
