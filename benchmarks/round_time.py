@@ -316,14 +316,14 @@ def compare_algorithms(args, shape):
   base = statistics.median(times[names[0]])
   width = max(12, max(len(n) for n in names))
   print(f"\n{'algorithm':<{width}} {'round s':>9} {'vs ' + names[0]:>10} {'compile s':>10} "
-        f"{'vectors down/up':>16} {'cohort':>7}")
+        f"{'cohort':>7} {'vectors down/up':>16}")
   for name in names:
     comm = engines[name].algorithm.communication
     med = statistics.median(times[name])
     ids = np.asarray(engines[name].cohort.client_ids)
-    cohort = f"{int((ids < engines[name].clients).sum())}/{len(ids)}"   # real / padded
+    cohort = f"{int((ids < engines[name].clients).sum())}/{len(ids)}"   # real / padded size
     print(f"{name:<{width}} {med:>9.2f} {med / base:>9.2f}x {engines[name].compile_s:>10.1f} "
-          f"{f'{comm.down:g} / {comm.up:g}':>16} {cohort:>7}")
+          f"{cohort:>7} {f'{comm.down:g} / {comm.up:g}':>16}")
 
 
 if __name__ == "__main__":
