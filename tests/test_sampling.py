@@ -328,7 +328,8 @@ def test_a_poisson_dp_run_resumes_exactly_and_names_its_sampler(tmp_path):
   """The tiny DP run (6 clients, q = 1/6, server noise, client metrics recorded) under Poisson
   sampling, 5 rounds of 2, 2, 2, 0 and 1 clients: a run resumed after round 2 records the same cohort sizes, losses, accuracies and
   epsilons as an uninterrupted one; the empty round records no training loss (None), and the
-  summary's dp block and the comparison table name the sampler. Deliberate bug caught (checked
+  summary's dp block and the comparison table name the sampler (the table with the accountant,
+  'auto' -> pld_poisson, and delta). Deliberate bug caught (checked
   once): the cohort drawn from one generator advanced round by round (a resumed run draws
   other cohorts)."""
   kw = dict(engine__sampling="poisson", clients_per_round=1, dp__enabled=True,
@@ -348,5 +349,6 @@ def test_a_poisson_dp_run_resumes_exactly_and_names_its_sampler(tmp_path):
   assert all((r["train_loss"] is None) == (r["clients"] == 0) for r in a)
   assert summary["dp"]["sampling"] == "poisson"
   rows = report.table_rows({"dp_fedavg": [{"records": a, "summary": summary}]}, 2, 0.0)
-  assert "DP epsilon (sampling)" in report.to_markdown(rows, 2, 0.0)
-  assert f"{summary['dp_epsilon']:.3g} (poisson)" in report.to_markdown(rows, 2, 0.0)
+  table = report.to_markdown(rows, 2, 0.0)
+  assert "DP epsilon (sampling, accountant, delta)" in table
+  assert f"{summary['dp_epsilon']:.3g} (poisson, pld_poisson, 1e-05)" in table, table

@@ -166,3 +166,25 @@ def test_compare_sweep_groups_seeds_and_lr_variants_into_one_program(tmp_path):
   alone = compare.run_grid(base, variants[:1], [1], str(tmp_path / "alone"), progress=False)
   assert [r["train_loss"] for r in results[variants[0]][1]["records"]] == pytest.approx(
       [r["train_loss"] for r in alone[variants[0]][0]["records"]], rel=1e-5)
+
+
+def test_a_poisson_sweep_equals_the_separate_runs(tmp_path, monkeypatch):
+  """`engine.sampling='poisson'` with the padding forced down to 2 clients: each lane draws its
+  own cohorts and grows its own padding at its own rounds, the sweep pads every lane to the
+  largest, and each experiment equals its separate run. Deliberate bug caught (checked once):
+  the lanes stacked without that padding (their cohorts then differ in size)."""
+  from fedjax_sharp.core import cohort as cohort_lib
+  monkeypatch.setattr(cohort_lib, "poisson_max_cohort", lambda num_clients, m, tail=0: 2)
+  configs = [tiny(seed, engine__sampling="poisson") for seed in (0, 3)]
+  padded = [[x.sampler.padded_size(t) for t in range(3)]
+            for x in sweep.build_experiments(configs)]
+  assert padded[0] != padded[1], padded     # the lanes' paddings differ in some round
+  dirs = [str(tmp_path / f"sweep_{e}") for e in range(2)]
+  summaries = sweep.run_sweep(configs, dirs, progress=False)
+  assert [s["status"] for s in summaries] == ["completed"] * 2
+  for e, (c, d) in enumerate(zip(configs, dirs)):
+    alone = str(tmp_path / f"alone_{e}")
+    loop.run(c, alone, progress=False)
+    assert_same_run(d, alone)
+    assert [r["clients"] for r in records(d)] == [
+        len(x) for x in map(sweep.build_experiments([c])[0].sampler.sample_clients, range(3))]

@@ -19,7 +19,8 @@ from fedjax_sharp.training import metrics as metrics_lib
 COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", "final_acc",
            "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
            "relative_time", "lambda_max_mean", "lambda_max_std", "test_acc_last_n_mean",
-           "test_acc_last_n_std", "last_n_used", "dp_epsilon", "dp_sampling")
+           "test_acc_last_n_std", "last_n_used", "dp_epsilon", "dp_sampling",
+           "dp_accountant", "dp_delta")
 
 
 LOG_SCALE_METRICS = ("distance_to_saddle", "phi_gap", "grad_phi_norm", "abs_x")
@@ -88,13 +89,17 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
     # summary) or, in a mix, a seed had no DP at all.
     epsilons = [run["summary"]["dp_epsilon"] for run in runs if "dp_epsilon" in run["summary"]]
     bounded = len(epsilons) == len(runs) and None not in epsilons
-    # The cohort sampler that epsilon was spent under ('fixed' in summaries that predate it).
-    samplings = sorted({run["summary"].get("dp", {}).get("sampling", "fixed") for run in runs
-                        if "dp_epsilon" in run["summary"]})
+    # How that epsilon was spent: the cohort sampler ('fixed' in summaries that predate it),
+    # the accountant and delta, each as its seeds' values joined by '/'.
+    dp = [run["summary"].get("dp", {}) for run in runs if "dp_epsilon" in run["summary"]]
+    joined = lambda key, default=None: "/".join(
+        sorted({format(d[key], "g") if isinstance(d.get(key), float) else str(d.get(key, default))
+                for d in dp})) or None
     rows.append({
         "algorithm": name, "seeds": len(runs), "metric": metric,
         "dp_epsilon": (float(np.mean(epsilons)) if bounded else "inf" if epsilons else None),
-        "dp_sampling": "/".join(samplings) or None,
+        "dp_sampling": joined("sampling", "fixed"), "dp_accountant": joined("accountant"),
+        "dp_delta": joined("delta"),
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
         "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
@@ -263,7 +268,7 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
           + (f" rounds to {target_s} |" if with_target else "")
           + " model vectors / client / round |" + (" MB to target |" if with_target else "")
           + " s / round | time vs first |" + (" lambda_max |" if with_hessian else "")
-          + (" DP epsilon (sampling) |" if with_dp else ""))
+          + (" DP epsilon (sampling, accountant, delta) |" if with_dp else ""))
   lines = [head, "|" + "---|" * (7 + 2 * with_target + with_hessian + with_acc + with_dp)]
   for r in rows:
     lam = ""
@@ -283,10 +288,11 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
 
 
 def _dp_cell(row: dict) -> str:
-  """epsilon and the sampler it was spent under, e.g. '12.3 (poisson)'; 'x' without DP."""
+  """epsilon and how it was spent, e.g. '7.91 (poisson, pld_poisson, 1e-05)'; 'x' without DP."""
   if row["dp_epsilon"] is None:
     return _fmt(None)
-  return f"{_fmt(row['dp_epsilon'])} ({row['dp_sampling']})"
+  return (f"{_fmt(row['dp_epsilon'])} ({row['dp_sampling']}, {row['dp_accountant']}, "
+          f"{row['dp_delta']})")
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -353,7 +359,8 @@ def to_latex(rows: list[dict], last_n: int) -> str:
   lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
            f"algorithm & seeds & {label}, {_last_n_and_std_label(rows, last_n)[0]} & final"
            + (" & $\\lambda_{\\max}$" if with_lam else "")
-           + (" & $\\varepsilon$ (sampling)" if with_dp else "") + " \\\\", "\\midrule"]
+           + (" & $\\varepsilon$ (sampling, accountant, $\\delta$)" if with_dp else "")
+           + " \\\\", "\\midrule"]
   for r in rows:
     mean = f"{scale * r['acc_last_n_mean']:.2f}"
     if r["acc_last_n_mean"] == best:
