@@ -276,6 +276,27 @@ def test_dp_aggregate_has_the_fixed_denominator_mean_and_noise():
   assert np.abs(aggregates.mean(0) - u_flat).max() < 4 * spread / math.sqrt(rounds)
 
 
+def test_adaptive_clipping_counts_over_the_fixed_denominator():
+  """Adaptive clipping (no noise, so the step is exact) under Poisson sampling: round 0 draws 3
+  clients for m = 2, every upload within C_0, so the count's mean is 3 (1 - 1/2) / 2 + 1/2 =
+  1.25 and C_1 = C_0 exp(-0.2 (1.25 - 0.5)); the empty round 1 counts 1/2. Deliberate bug caught
+  (checked once): the count divided by the realised cohort size (1.0 in round 0)."""
+  import dataclasses
+  data, parts = make_problem(SIZES, seed=7)
+  params = init_params(7)
+  u = jax.tree.map(lambda p: jnp.full(p.shape, 0.01, p.dtype), params)   # norm 0.042 < C_0
+  base = fed_avg(apply_fn, local_sgd(0.0, 0.0))
+  alg = privacy.with_dp(
+      dataclasses.replace(base, client_finalize=lambda local, b, state, i, r: (u, state)),
+      privacy.Mechanism(1.0, 0.0, adaptive=True, clip_quantile=0.5, clip_lr=0.2))
+  sampler = _poisson(parts, fixed_denominator=True)
+  one = run_rounds(alg, params, data, sampler, 1, key=5)[0]
+  two = run_rounds(alg, params, data, sampler, 2, key=5)[0]
+  c1 = math.exp(-0.2 * (1.25 - 0.5))
+  assert float(one.clip_norm) == pytest.approx(c1, rel=1e-6)
+  assert float(two.clip_norm) == pytest.approx(c1 * math.exp(-0.2 * (0.5 - 0.5)), rel=1e-6)
+
+
 # --------------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("overrides,field", [
     ({"engine__sampling": "bernoulli"}, "engine.sampling"),
