@@ -373,3 +373,4 @@ def test_a_poisson_dp_run_resumes_exactly_and_names_its_sampler(tmp_path):
   table = report.to_markdown(rows, 2, 0.0)
   assert "DP epsilon (sampling, accountant, delta)" in table
   assert f"{summary['dp_epsilon']:.3g} (poisson, pld_poisson, 1e-05)" in table, table
+  assert "(poisson, pld\\_poisson, 1e-05)" in report.to_latex(rows, 2)

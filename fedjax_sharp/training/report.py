@@ -372,7 +372,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
              else f" & {r['lambda_max_mean']:.3g}" + (
                  "" if r["lambda_max_std"] is None else f" $\\pm$ {r['lambda_max_std']:.2g}"))
     name = r["algorithm"].replace("_", "\\_")
-    eps = f" & {_dp_cell(r)}" if with_dp else ""
+    eps = " & " + _dp_cell(r).replace("_", "\\_") if with_dp else ""   # LaTeX: pld\_poisson
     lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam}{eps} \\\\")
   lines += ["\\bottomrule", "\\end{tabular}"]
   return "\n".join(lines) + "\n"
