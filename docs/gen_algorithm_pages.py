@@ -86,6 +86,14 @@ def render_rule(text: str, defaults: dict) -> str:
                          text)
 
 
+def _own_optimiser(declared) -> str:
+  """The index's client-momentum cell: the block's own fields, or `local.momentum`."""
+  own = [k for k in ("momentum", "weight_decay") if k in declared]
+  if not own:
+    return "`local.momentum`"
+  return "its own: " + ", ".join(f"`{k}` {json.dumps(declared[k].default)}" for k in own)
+
+
 def rendered_rules() -> dict[str, str]:
   """Every algorithm's update rule with its placeholders filled (what the pages show)."""
   classification, minimax = _algorithms()
@@ -154,8 +162,11 @@ def build_pages() -> dict[str, str]:
           "'uniform' is $1 / |N_t|$. Under differential privacy 'auto' is 'uniform' for every "
           "algorithm (the sensitivity bound needs it). `--config.aggregation=examples` or "
           "`=uniform` overrides it; `--print_config` shows what 'auto' gives and why.", "",
-          "| name | algorithm | down / up | weighting ('auto') | paper |",
-          "|---|---|---|---|---|"]
+          "**Client momentum.** `local.momentum` (None: 0.9), except where the algorithm's "
+          "paper or code fixes its own: then its block's `momentum` (and `weight_decay`, where "
+          "listed), and `local.momentum` is not used.", "",
+          "| name | algorithm | down / up | weighting ('auto') | client momentum | paper |",
+          "|---|---|---|---|---|---|"]
   from fedjax_sharp.algorithms.hyperparameters import fields
   for name in sorted(classification):
     r = classification[name]
@@ -164,12 +175,14 @@ def build_pages() -> dict[str, str]:
     pages[f"{name}.md"] = page(name, r.title, r.paper, module, _rows(r.fields()), comm,
                                (r.weighting, r.weighting_source))
     rows.append(f"| [`{name}`]({name}.md) | {r.title} | {comm[0]:g} / {comm[1]:g} | "
-                f"{r.weighting}: {r.weighting_source.replace('|', chr(92) + '|')} | {r.paper} |")
+                f"{r.weighting}: {r.weighting_source.replace('|', chr(92) + '|')} | "
+                f"{_own_optimiser(r.fields())} | {r.paper} |")
   for name in minimax.MINIMAX_ALGORITHMS:
     title, paper = minimax.TITLES[name]
     pages[f"{name}.md"] = page(name, title, paper, minimax,
                                _rows(fields(minimax.FACTORIES[name])), None)
-    rows.append(f"| [`{name}`]({name}.md) | {title} | 1 / 1 (x, y) | examples | {paper} |")
+    rows.append(f"| [`{name}`]({name}.md) | {title} | 1 / 1 (x, y) | examples | "
+                f"its players' (`minimax.*`) | {paper} |")
   pages["index.md"] = "\n".join(rows) + "\n"
   return pages
 

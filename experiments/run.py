@@ -109,8 +109,9 @@ def _print_privacy(summary: dict) -> None:
   print(f"differential privacy: epsilon {'inf' if eps is None else format(eps, '.4g')} at "
         f"delta {summary['dp']['delta']:g} after {summary['completed_rounds']} rounds "
         f"(noise multiplier {summary['dp']['noise_multiplier']:.4g}, "
-        f"{summary['dp']['accountant']} accountant, {summary['dp'].get('sampling', 'fixed')} "
-        f"sampling)", flush=True)
+        f"{summary['dp']['accountant']} accountant, {summary['dp']['sampling']} sampling"
+        + (f"; simulates {summary['dp']['simulates']}" if "simulates" in summary["dp"] else "")
+        + ")", flush=True)
 
 
 if __name__ == "__main__":

@@ -219,3 +219,28 @@ def test_noise_cohort_size_misuse_is_refused(tmp_path):
              progress=False)
   with pytest.raises(ConfigError, match=r"dp.noise_cohort_size applies to dp.enabled's mechanism"):
     loop.run(tiny_config(dp__noise_cohort_size=20), str(tmp_path / "w"), progress=False)
+
+
+def test_compare_tables_name_the_accounting_and_plot_epsilon(tmp_path):
+  """The table's epsilon says what it is relative to (delta, accountant, sampler); privacy.png
+  draws epsilon against the round and accuracy against epsilon: from hand-made runs, whose
+  curve this file checks point by point. Deliberate bug caught: the table's epsilon without its
+  delta and accountant."""
+  from fedjax_sharp.training import report   # pylint: disable=g-import-not-at-top
+  dp = {"delta": 1e-5, "accountant": "pld_poisson", "sampling": "poisson"}
+
+  def run(accs, eps):
+    records = [{"round": t, "test_accuracy": a, "round_time_s": 1.0, "bytes_total": t,
+                "dp_epsilon": e} for t, (a, e) in enumerate(zip(accs, eps))]
+    return {"records": records, "hessian": None,
+            "summary": {"final_test_accuracy": accs[-1], "dp_epsilon": eps[-1], "dp": dp,
+                        "metric": "test_accuracy", "higher_is_better": True,
+                        "communication": {"down": 1, "up": 1}}}
+  results = {"dp_fedavg": [run([0.3, 0.6, 0.7], [1.0, 2.0, 3.0])] * 2}
+  markdown = report.write_reports(results, str(tmp_path), 2, 0.0)
+  assert "| 3 (delta 1e-05, pld_poisson, poisson sampling) |" in markdown
+  assert os.path.exists(tmp_path / "privacy.png")
+  no_dp = {"a": [{**results["dp_fedavg"][0], "records": [
+      {k: v for k, v in r.items() if k != "dp_epsilon"} for r in results["dp_fedavg"][0]["records"]
+  ]}]}
+  assert not report.plot_privacy(no_dp, str(tmp_path / "none.png"))

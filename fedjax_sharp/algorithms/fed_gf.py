@@ -58,7 +58,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
@@ -174,15 +174,9 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
       reads_cohort_size="averages the cohort's update norms (its divergence)")
 
 
-def _gf_client(config, name, *, momentum: registration.OwnMomentum = 0.0,
-               weight_decay: registration.OwnWeightDecay = 4e-4):
-  """The authors' local SGD: momentum 0, coupled weight decay 4e-4 (their parser's defaults)."""
-  return from_config.client_optimizer_from_config(
-      config, own_momentum=float(momentum), own_weight_decay=float(weight_decay),
-      gradient="sgd", owner=name)
-
-
-registration.register("fedgf", fed_gf, client=_gf_client, title="FedGF",
+# The authors' local SGD: momentum 0, coupled weight decay 4e-4 (their parser's defaults).
+registration.register("fedgf", fed_gf, client=registration.client_optimizers.own_sgd(4e-4),
+                      title="FedGF",
                       paper='Lee and Yoon, "Rethinking the Flat Minima Searching in Federated '
                             'Learning", ICML 2024',
                       weighting="examples",

@@ -83,7 +83,7 @@ from typing import Annotated, Any
 import flax.struct
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, optimizers, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
@@ -183,15 +183,9 @@ def fed_nsam(apply_fn: common.ApplyFn, client_optimizer, *,
       communication=Communication(down=1 if extrapolate_start else 2, up=1), hparams=values)
 
 
-def _nsam_client(config, name, *, momentum: registration.OwnMomentum = 0.0,
-                 weight_decay: registration.OwnWeightDecay = 1e-3):
-  """The authors' local SGD: momentum 0, coupled weight decay 1e-3 (spec 0.3)."""
-  return from_config.client_optimizer_from_config(
-      config, own_momentum=float(momentum), own_weight_decay=float(weight_decay),
-      gradient="sgd", owner=name)
-
-
-registration.register("fednsam", fed_nsam, client=_nsam_client, title="FedNSAM",
+# The authors' local SGD: momentum 0, coupled weight decay 1e-3.
+registration.register("fednsam", fed_nsam, client=registration.client_optimizers.own_sgd(1e-3),
+                      title="FedNSAM",
                       paper='Liu et al., "FedNSAM: Consistency of Local and Global Flatness for '
                             'Federated Learning", arXiv:2602.23827, 2026',
                       weighting="uniform",

@@ -85,7 +85,7 @@ from typing import Annotated, Any
 import flax.struct
 import jax.numpy as jnp
 
-from fedjax_sharp.algorithms import common, from_config, registration, scaffold
+from fedjax_sharp.algorithms import common, registration, scaffold
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
@@ -249,22 +249,11 @@ _UNIFORM = ("the authors' code: 1/|N_t| over the cohort (junkangLiu0/FedSWA, "
             "apply_weights_avgSWA)")
 
 
-def _swa_client(config, name, *,
-                momentum: Annotated[float, Field(
-                    "[0, 1)", "client momentum (the authors' code has none: it rebuilds its SGD "
-                    "every batch, so a momentum there would restart at every step; > 0 here "
-                    "carries the buffer through the client's round); local.momentum is not "
-                    "used")] = 0.0,
-                weight_decay: Annotated[float, Field(
-                    ">= 0", "coupled weight decay of the local SGD (the authors' code: 1e-3; "
-                    "local.weight_decay is not used)")] = 1e-3,
-                clip_norm: Annotated[float, Field(
-                    ">= 0", "clip the raw local gradient to this global L2 norm before the "
-                    "correction (the authors' code: 10); 0: no clipping")] = 10.0):
-  """The FedSWA family's local optimiser: SGD, its own momentum, weight decay and clipping."""
-  return from_config.client_optimizer_from_config(
-      config, own_momentum=float(momentum), own_weight_decay=float(weight_decay),
-      clip_norm=float(clip_norm), gradient="sgd", owner=name)
+# The FedSWA family's local optimiser, the authors': SGD without momentum (their code rebuilds
+# its SGD every batch, so a momentum there would restart at every step; > 0 here carries the
+# buffer through the client's round), coupled weight decay 1e-3, the raw gradient clipped to 10
+# before the correction.
+_swa_client = registration.client_optimizers.own_sgd(1e-3, clip_norm=10.0)
 
 
 _PAPER = ('"Improving Generalization in Federated Learning with Highly Heterogeneous Data via '

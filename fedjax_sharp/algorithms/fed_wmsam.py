@@ -95,7 +95,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from fedjax_sharp.algorithms import common, from_config, registration
+from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.fed_cm import momentum_mix
 from fedjax_sharp.algorithms.hyperparameters import Field, checked
 from fedjax_sharp.algorithms.scaffold import (option_ii_control_delta, server_control_update,
@@ -268,16 +268,9 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
       reads_cohort_size="averages the cohort's alignment values")
 
 
-def _client(config, name, *, momentum: registration.OwnMomentum = 0.0,
-            weight_decay: Annotated[float, Field(">= 0", "client weight decay (the authors' "
-                                                 "1e-3; local.weight_decay is not used)")]
-            = 1e-3):
-  return from_config.client_optimizer_from_config(config, own_momentum=float(momentum),
-                                                  own_weight_decay=float(weight_decay),
-                                                  gradient="sgd", owner=name)
-
-
-registration.register("fedwmsam", fed_wmsam, client=_client, server=True, title="FedWMSAM",
+# The authors' local SGD: momentum 0, coupled weight decay 1e-3.
+registration.register("fedwmsam", fed_wmsam, client=registration.client_optimizers.own_sgd(1e-3),
+                      server=True, title="FedWMSAM",
                       paper='Li et al., "Fast & Flat Federated Learning via Weighted Momentum '
                             'and Sharpness-Aware Minimization", NeurIPS 2025',
                       weighting="uniform",

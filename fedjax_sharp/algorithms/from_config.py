@@ -14,10 +14,10 @@ SERVER_DEFAULTS = dict(optimizer="sgd", lr=1.0, momentum=0.0)
 
 
 def resolve_momentum(config, own_momentum: float | None = None) -> float:
-  """Client momentum. Algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
-  MimeLite: 0) pass `own_momentum` (their block's `momentum` field), so the FedGMT setting's 0.9
-  never leaks into them; the others use `config.local.momentum`, and 0.9 (the FedGMT paper's)
-  when that is None."""
+  """Client momentum. An algorithm whose paper fixes it passes `own_momentum` (its block's
+  `momentum` field: `registration.client_optimizers.own_momentum` / `own_sgd`), so the FedGMT
+  setting's 0.9 never leaks into it; the others use `config.local.momentum`, and 0.9 (the FedGMT
+  paper's) when that is None."""
   if own_momentum is not None:
     return float(own_momentum)
   momentum = config.local.momentum

@@ -44,14 +44,17 @@ WEIGHTINGS = ("examples", "uniform")
 SPEC_WEIGHTING = "p_m = n_m / sum n, the specification's aggregation (FedAvg's)"
 
 
-# The client momentum of algorithms whose papers fix it (SCAFFOLD, FedGamma, FedCM, MoFedSAM,
-# MimeLite: 0), so the FedGMT setting's local.momentum = 0.9 never leaks into them.
+# The client momentum of an algorithm whose paper fixes it (a `client` function declaring
+# `momentum`: `own_momentum`, `own_sgd`), so the FedGMT setting's local.momentum = 0.9 never
+# leaks into it; which algorithms do is read from the registry (`owns_field`).
 OwnMomentum = Annotated[float, Field("[0, 1)", "client momentum (the paper's; local.momentum is "
                                      "not used)")]
-# The client weight decay of algorithms whose authors fix it (FedNSAM 1e-3, FedGF 4e-4; each
-# factory's client function gives its own default), so local.weight_decay never leaks into them.
+# The client weight decay of an algorithm whose authors fix it (`own_sgd`'s default), so
+# local.weight_decay never leaks into it.
 OwnWeightDecay = Annotated[float, Field(">= 0", "client weight decay, coupled (the authors'; "
                                         "local.weight_decay is not used)")]
+OwnClipNorm = Annotated[float, Field(">= 0", "clip the raw local gradient to this global L2 norm "
+                                     "(the authors'; 0: no clipping)")]
 
 
 class client_optimizers:  # pylint: disable=invalid-name
@@ -74,6 +77,30 @@ class client_optimizers:  # pylint: disable=invalid-name
     """`config.local` with the client momentum the algorithm's paper fixes (its block's
     `momentum`, not `local.momentum`)."""
     return from_config.client_optimizer_from_config(config, own_momentum=float(momentum))
+
+  @staticmethod
+  def own_sgd(weight_decay: float, clip_norm: float | None = None) -> Callable:
+    """The `client` function of an algorithm whose authors fix their local optimiser: plain
+    gradients (the algorithm makes its own perturbation) through SGD with the block's own
+    `momentum` (0), coupled `weight_decay` (this default) and, given `clip_norm`, a clip of the
+    raw gradient to that global norm; `config.local`'s momentum and weight decay are not used.
+    """
+    def make(config, name, momentum, decay, clip=None):
+      return from_config.client_optimizer_from_config(
+          config, own_momentum=float(momentum), own_weight_decay=float(decay),
+          **({} if clip is None else {"clip_norm": float(clip)}), gradient="sgd", owner=name)
+
+    if clip_norm is None:
+      def own_sgd_client(config, name, *, momentum: OwnMomentum = 0.0,
+                         weight_decay: OwnWeightDecay = weight_decay):
+        return make(config, name, momentum, weight_decay)
+      return own_sgd_client
+
+    def own_sgd_clipped_client(config, name, *, momentum: OwnMomentum = 0.0,
+                               weight_decay: OwnWeightDecay = weight_decay,
+                               clip_norm: OwnClipNorm = clip_norm):
+      return make(config, name, momentum, weight_decay, clip_norm)
+    return own_sgd_clipped_client
 
 
 # Client functions that read `local.rho` (a sweep may trace it: SWEEPABLE).

@@ -145,8 +145,9 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         batch_size=(50, ">= 1", "B, examples per local step"),
         lr=(0.01, "> 0", "client learning rate"),
         lr_decay=(0.998, "(0, 1]", "eta_t = lr * lr_decay ** t (once per round)"),
-        momentum=(None, "[0, 1)", "client momentum; None = the algorithm's paper default (0.9, "
-                  "or 0 for SCAFFOLD, FedGamma, FedCM, MoFedSAM, MimeLite)", float),
+        momentum=(None, "[0, 1)", "client momentum; None = 0.9 (the FedGMT setting); an "
+                  "algorithm whose paper fixes its own uses its block's momentum instead "
+                  "(docs/algorithms/index.md)", float),
         weight_decay=(1e-5, ">= 0", "client weight decay"),
         optimizer=("sgd", ("asam", "sam", "sgd"),
                    "local gradient of the algorithms that take any client optimiser: 'sgd' | "

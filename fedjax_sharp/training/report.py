@@ -19,8 +19,7 @@ from fedjax_sharp.training import metrics as metrics_lib
 COLUMNS = ("algorithm", "seeds", "metric", "acc_last_n_mean", "acc_last_n_std", "final_acc",
            "rounds_to_target", "vectors_per_round", "mb_to_target", "s_per_round",
            "relative_time", "lambda_max_mean", "lambda_max_std", "test_acc_last_n_mean",
-           "test_acc_last_n_std", "last_n_used", "dp_epsilon", "dp_sampling",
-           "dp_accountant", "dp_delta")
+           "test_acc_last_n_std", "last_n_used", "dp_epsilon", "dp_accounting")
 
 
 LOG_SCALE_METRICS = ("distance_to_saddle", "phi_gap", "grad_phi_norm", "abs_x")
@@ -56,6 +55,16 @@ def _rounds_to_target(records, target, metric="test_accuracy", higher_is_better=
   return None, None
 
 
+def _accounting_label(runs) -> str | None:
+  """'delta 1e-05, pld_poisson, poisson sampling' for DP runs: what epsilon is relative to
+  (None without DP; the first seed's, every seed of a setting shares it)."""
+  dp = runs[0]["summary"].get("dp")
+  if not dp:
+    return None
+  return (f"delta {dp['delta']:g}, {dp['accountant']}, {dp.get('sampling', 'fixed')} sampling"
+          + (f", simulates {dp['simulates']}" if dp.get("simulates") else ""))
+
+
 def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> list[dict]:
   rows = []
   base_time = None
@@ -89,17 +98,10 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
     # summary) or, in a mix, a seed had no DP at all.
     epsilons = [run["summary"]["dp_epsilon"] for run in runs if "dp_epsilon" in run["summary"]]
     bounded = len(epsilons) == len(runs) and None not in epsilons
-    # How that epsilon was spent: the cohort sampler ('fixed' in summaries that predate it),
-    # the accountant and delta, each as its seeds' values joined by '/'.
-    dp = [run["summary"].get("dp", {}) for run in runs if "dp_epsilon" in run["summary"]]
-    joined = lambda key, default=None: "/".join(
-        sorted({format(d[key], "g") if isinstance(d.get(key), float) else str(d.get(key, default))
-                for d in dp})) or None
     rows.append({
         "algorithm": name, "seeds": len(runs), "metric": metric,
         "dp_epsilon": (float(np.mean(epsilons)) if bounded else "inf" if epsilons else None),
-        "dp_sampling": joined("sampling", "fixed"), "dp_accountant": joined("accountant"),
-        "dp_delta": joined("delta"),
+        "dp_accounting": _accounting_label(runs),
         "test_acc_last_n_mean": float(np.mean(secondary)) if secondary else None,
         "test_acc_last_n_std": float(np.std(secondary)) if secondary else None,
         "acc_last_n_mean": float(means.mean()), "acc_last_n_std": std, "last_n_used": used,
@@ -268,7 +270,7 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
           + (f" rounds to {target_s} |" if with_target else "")
           + " model vectors / client / round |" + (" MB to target |" if with_target else "")
           + " s / round | time vs first |" + (" lambda_max |" if with_hessian else "")
-          + (" DP epsilon (sampling, accountant, delta) |" if with_dp else ""))
+          + (" DP epsilon |" if with_dp else ""))
   lines = [head, "|" + "---|" * (7 + 2 * with_target + with_hessian + with_acc + with_dp)]
   for r in rows:
     lam = ""
@@ -283,16 +285,10 @@ def to_markdown(rows: list[dict], last_n: int, target: float) -> str:
         + (f" {_fmt(r['rounds_to_target'])} |" if with_target else "")
         + f" {r['vectors_per_round']} |" + (f" {_fmt(r['mb_to_target'])} |" if with_target else "")
         + f" {_fmt(r['s_per_round'])} | {r['relative_time']:.2f}x |" + lam
-        + (f" {_dp_cell(r)} |" if with_dp else ""))
+        + (f" {_fmt(r['dp_epsilon'])}"
+           + (f" ({r['dp_accounting']})" if r.get("dp_accounting") else "") + " |"
+           if with_dp else ""))
   return "\n".join(lines) + "\n"
-
-
-def _dp_cell(row: dict) -> str:
-  """epsilon and how it was spent, e.g. '7.91 (poisson, pld_poisson, 1e-05)'; 'x' without DP."""
-  if row["dp_epsilon"] is None:
-    return _fmt(None)
-  return (f"{_fmt(row['dp_epsilon'])} ({row['dp_sampling']}, {row['dp_accountant']}, "
-          f"{row['dp_delta']})")
 
 
 def to_csv(rows: list[dict]) -> str:
@@ -359,8 +355,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
   lines = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule",
            f"algorithm & seeds & {label}, {_last_n_and_std_label(rows, last_n)[0]} & final"
            + (" & $\\lambda_{\\max}$" if with_lam else "")
-           + (" & $\\varepsilon$ (sampling, accountant, $\\delta$)" if with_dp else "")
-           + " \\\\", "\\midrule"]
+           + (" & $\\varepsilon$" if with_dp else "") + " \\\\", "\\midrule"]
   for r in rows:
     mean = f"{scale * r['acc_last_n_mean']:.2f}"
     if r["acc_last_n_mean"] == best:
@@ -372,7 +367,7 @@ def to_latex(rows: list[dict], last_n: int) -> str:
              else f" & {r['lambda_max_mean']:.3g}" + (
                  "" if r["lambda_max_std"] is None else f" $\\pm$ {r['lambda_max_std']:.2g}"))
     name = r["algorithm"].replace("_", "\\_")
-    eps = " & " + _dp_cell(r).replace("_", "\\_") if with_dp else ""   # LaTeX: pld\_poisson
+    eps = f" & {_fmt(r['dp_epsilon'])}" if with_dp else ""
     lines.append(f"{name} & {r['seeds']} & {cell} & {scale * r['final_acc']:.2f}{lam}{eps} \\\\")
   lines += ["\\bottomrule", "\\end{tabular}"]
   return "\n".join(lines) + "\n"
@@ -428,9 +423,52 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
   return drawn
 
 
+def plot_privacy(results: dict[str, list[dict]], path: str, title: str = "") -> bool:
+  """privacy.png for DP runs: epsilon(delta) against the round, and the test metric against
+  epsilon (each evaluated round a point), mean over seeds. False (no file) without DP."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  metric, _ = _metric(next(iter(results.values()), []))
+  fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+  drawn = False
+  for name, runs in results.items():
+    curves = [[(r["round"] + 1, r["dp_epsilon"], r.get(metric)) for r in run["records"]
+               if r.get("dp_epsilon") is not None] for run in runs]
+    if not all(curves):
+      continue
+    length = min(len(c) for c in curves)
+    arr = np.array([[c[i][:2] for i in range(length)] for c in curves], float)
+    label = f"{name} ({len(runs)} seed{'s' * (len(runs) > 1)})"
+    line, = left.plot(arr[0, :, 0], arr[:, :, 1].mean(0), label=label)
+    points = [[(eps, acc) for _, eps, acc in c[:length] if acc is not None] for c in curves]
+    length = min(len(p) for p in points)
+    if length:
+      pts = np.array([p[:length] for p in points], float).mean(0)
+      right.plot(pts[:, 0], pts[:, 1], marker=".", color=line.get_color(), label=label)
+    drawn = True
+  if not drawn:
+    plt.close(fig)
+    return False
+  left.set_xlabel("round")
+  left.set_ylabel("epsilon (delta as in the table)")
+  right.set_xlabel("epsilon")
+  right.set_ylabel(metric)
+  for ax in (left, right):
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return True
+
+
 def write_reports(results, workdir: str, last_n: int, target: float, title: str = "") -> str:
   """results.md, results.csv, results.tex, accuracy.png (metric vs round, band over seeds),
-  accuracy_vs_bytes.png (metric vs MB communicated), lambda_max.png (when logged), and
+  accuracy_vs_bytes.png (metric vs MB communicated), lambda_max.png (when logged),
+  privacy.png (epsilon vs round, metric vs epsilon: `plot_privacy`) for DP runs, and
   geometry.md / geometry.csv (`geometry_rows`) when any run's final model was analysed, and
   landscapes.png (`plot_landscapes`) when any run has a landscape."""
   rows = table_rows(results, last_n, target)
@@ -442,6 +480,7 @@ def write_reports(results, workdir: str, last_n: int, target: float, title: str 
   plot_accuracy(results, os.path.join(workdir, "accuracy.png"), title)
   plot_vs_bytes(results, os.path.join(workdir, "accuracy_vs_bytes.png"), title)
   plot_series(results, "lambda_max", os.path.join(workdir, "lambda_max.png"), title)
+  plot_privacy(results, os.path.join(workdir, "privacy.png"), title)
   geometry = geometry_rows(results)
   if geometry:
     metrics_lib.atomic_write_text(os.path.join(workdir, "geometry.md"),
