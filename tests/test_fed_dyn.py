@@ -142,7 +142,6 @@ def test_communication_and_builder():
 
 
 def test_feddyn_sam_rho0_equals_feddyn_and_builder():
-  from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn_sam
   from fedjax_sharp.core.optimizers import ClientOptimizer
   from fedjax_sharp.training import config as config_lib
   from algo_helpers import assert_trees_equal, run_rounds
