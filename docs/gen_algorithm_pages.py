@@ -97,11 +97,10 @@ def _own_optimiser(declared) -> str:
 def rendered_rules() -> dict[str, str]:
   """Every algorithm's update rule with its placeholders filled (what the pages show)."""
   classification, minimax = _algorithms()
-  from fedjax_sharp.algorithms.hyperparameters import fields
   out = {}
   for name, text in RULES.items():
     declared = (classification[name].fields() if name in classification
-                else fields(minimax.FACTORIES[name]))
+                else minimax.MINIMAX_ALGORITHMS[name].fields())
     out[name] = render_rule(text, {k: h.default for k, h in declared.items()})
   return out
 
@@ -167,7 +166,6 @@ def build_pages() -> dict[str, str]:
           "listed), and `local.momentum` is not used.", "",
           "| name | algorithm | down / up | weighting ('auto') | client momentum | paper |",
           "|---|---|---|---|---|---|"]
-  from fedjax_sharp.algorithms.hyperparameters import fields
   for name in sorted(classification):
     r = classification[name]
     module = importlib.import_module(r.factory.__module__)
@@ -177,10 +175,9 @@ def build_pages() -> dict[str, str]:
     rows.append(f"| [`{name}`]({name}.md) | {r.title} | {comm[0]:g} / {comm[1]:g} | "
                 f"{r.weighting}: {r.weighting_source.replace('|', chr(92) + '|')} | "
                 f"{_own_optimiser(r.fields())} | {r.paper} |")
-  for name in minimax.MINIMAX_ALGORITHMS:
-    title, paper = minimax.TITLES[name]
-    pages[f"{name}.md"] = page(name, title, paper, minimax,
-                               _rows(fields(minimax.FACTORIES[name])), None)
+  for name, r in minimax.MINIMAX_ALGORITHMS.items():
+    title, paper = r.title, r.paper
+    pages[f"{name}.md"] = page(name, title, paper, minimax, _rows(r.fields()), None)
     rows.append(f"| [`{name}`]({name}.md) | {title} | 1 / 1 (x, y) | examples | "
                 f"its players' (`minimax.*`) | {paper} |")
   pages["index.md"] = "\n".join(rows) + "\n"

@@ -4,6 +4,7 @@ tree comparisons, an eager single-client round (no engine) for cheap builder che
 donating rounds with their buffer checks (`run_donating_rounds`)."""
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,10 +52,9 @@ def tmap(f, *trees):
 
 
 def assert_trees_close(a, b, atol=1e-5, rtol=1e-5):
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    np.testing.assert_allclose(np.asarray(x, np.float64), np.asarray(y, np.float64),
-                               atol=atol, rtol=rtol)
+  """Same structure, leaves close to `atol` + `rtol` |b| (compared in float64)."""
+  to64 = lambda t: jax.tree.map(lambda x: np.asarray(x, np.float64), t)
+  chex.assert_trees_all_close(to64(a), to64(b), atol=atol, rtol=rtol)
 
 
 def eager_round(alg, params, batch, num_clients=4):
@@ -136,9 +136,7 @@ def run_donating_rounds(engine, params, num_rounds, round_inputs, config, workdi
 
 def assert_trees_equal(a, b):
   """Bitwise equality of two pytrees (reductions that must hold exactly)."""
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  chex.assert_trees_all_equal(jax.tree.map(np.asarray, a), jax.tree.map(np.asarray, b))
 
 
 def cohort_lr(t):

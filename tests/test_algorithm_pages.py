@@ -38,7 +38,7 @@ FIELD_VALUE = re.compile(r"`(\w+)`\s*(?:\(|,)\s*(\$[0-9][^$]*\$|[0-9][0-9.e-]*|N
 
 def declared(name) -> dict:
   return {k: h.default for k, h in (ALGORITHMS[name].fields() if name in ALGORITHMS
-                                     else fields(minimax.FACTORIES[name])).items()}
+                                     else minimax.MINIMAX_ALGORITHMS[name].fields()).items()}
 
 
 def parse_number(text: str):

@@ -188,6 +188,37 @@ def test_debug_strategy_names_the_client_and_stage_of_an_error(tiny):
   assert isinstance(err.value.__cause__, FloatingPointError)
 
 
+def test_debug_strategy_catches_a_non_finite_or_recast_value_where_it_appears(tiny):
+  """The debug round checks each stage's result (chex): an upload with a NaN is reported at
+  that client's 'finalize'; a local step that changes the parameters' dtype (which a compiled
+  loop refuses) at the first step. Deliberate bug caught: the checks left out (the NaN then
+  surfaces rounds later, the dtype change only under jit)."""
+  base = fed_avg(tiny.apply, local_sgd(MOM, WD))
+  sampler = CohortSampler(tiny.client_indices, 3, 4, local_epochs=2, seed=2)
+  bad = int(sampler.build(0).client_ids[2])
+
+  def client_finalize(local, bcast, client_state, info, round_info):
+    upload, state = base.client_finalize(local, bcast, client_state, info, round_info)
+    if int(info.client_id) == bad:
+      upload = jax.tree.map(lambda u: u * jnp.nan, upload)
+    return upload, state
+
+  with pytest.raises(RoundStageError, match=rf"client 2 of the cohort \(id {bad}\), stage "
+                     r"'finalize': AssertionError: the upload: "):
+    _run(tiny, dataclasses.replace(base, client_finalize=client_finalize), sampler, 1,
+         ExecutionConfig("debug"))
+
+  def local_step(local, batch, key, round_info):
+    local, metrics = base.local_step(local, batch, key, round_info)
+    return local.replace(params=jax.tree.map(lambda p: p.astype(jnp.float16), local.params)), \
+        metrics
+
+  with pytest.raises(RoundStageError, match=r"client 0 of the cohort .* stage 'local step 0': "
+                     r"AssertionError: the local state: .*float16"):
+    _run(tiny, dataclasses.replace(base, local_step=local_step), sampler, 1,
+         ExecutionConfig("debug"))
+
+
 def test_auto_strategy_resolution():
   from fedjax_sharp.core.execution import Footprint
   assert ExecutionConfig().resolved("cpu").client_strategy == "host"

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.fed_cm import build_fed_cm, build_mofedsam, fed_cm
+from fedjax_sharp.algorithms.fed_cm import fed_cm
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -64,13 +65,13 @@ def test_builders_momentum_zero_and_communication():
   c.local.momentum = 0.9
   c.algorithm.name = "mofedsam"
   c.algorithm.mofedsam.update(rho=0.2, beta=0.4)
-  alg = build_mofedsam(c, apply_fn)
+  alg = ALGORITHMS["mofedsam"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 1)
   params, batch = init_params(2), eager_batch()
   direct = fed_cm(apply_fn, ClientOptimizer(local_sgd(0.0, 1e-5), "sam", 0.2), beta=0.4)
   assert_trees_equal(eager_round(alg, params, batch), eager_round(direct, params, batch))
   c.algorithm.name = "fedcm"
-  assert_trees_equal(eager_round(build_fed_cm(c, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["fedcm"].build(c, apply_fn), params, batch),
                      eager_round(fed_cm(apply_fn, local_sgd(0.0, 1e-5), beta=0.1), params, batch))
   with pytest.raises(ValueError, match=r"algorithm\.fedcm\.beta"):
     fed_cm(apply_fn, local_sgd(), beta=0.0)

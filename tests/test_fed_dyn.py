@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms import common
-from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn, fed_dyn
+from fedjax_sharp.algorithms.fed_dyn import fed_dyn
 from fedjax_sharp.core.dyn import prox_gradient
 from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
@@ -128,20 +129,19 @@ def test_communication_and_builder():
            "y": jnp.asarray(rng.integers(0, NUM_CLASSES, 6), jnp.int32),
            "mask": jnp.ones((6,), bool)}
   params = init_params(3)
-  built = build_fed_dyn(cfg, apply_fn)
+  built = ALGORITHMS["feddyn"].build(cfg, apply_fn)
   assert built.name == "feddyn" and built.communication.down == 1
   # Defaults: alpha = 0.1 (FedGMT paper Table 7, beta = 10), squared prox.
   assert_trees_close(eager_round(built, params, batch),
                      eager_round(fed_dyn(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.1,
                                           prox="squared"), params, batch), atol=0, rtol=0)
   cfg.algorithm.feddyn = {"alpha": 0.01, "prox": "unsquared"}
-  assert_trees_close(eager_round(build_fed_dyn(cfg, apply_fn), params, batch),
+  assert_trees_close(eager_round(ALGORITHMS["feddyn"].build(cfg, apply_fn), params, batch),
                      eager_round(fed_dyn(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.01,
                                           prox="unsquared"), params, batch), atol=0, rtol=0)
 
 
 def test_feddyn_sam_rho0_equals_feddyn_and_builder():
-  from fedjax_sharp.algorithms.fed_dyn import build_fed_dyn_sam
   from fedjax_sharp.core.optimizers import ClientOptimizer
   from fedjax_sharp.training import config as config_lib
   from algo_helpers import assert_trees_equal, run_rounds
@@ -158,7 +158,7 @@ def test_feddyn_sam_rho0_equals_feddyn_and_builder():
   cfg.algorithm.name = "feddyn_sam"
   cfg.algorithm.feddyn_sam.update(rho=0.3, alpha=0.05)
   batch = {"x": data.x[:6], "y": data.y[:6], "mask": jnp.ones((6,), bool)}
-  assert_trees_equal(eager_round(build_fed_dyn_sam(cfg, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["feddyn_sam"].build(cfg, apply_fn), params, batch),
                      eager_round(fed_dyn(apply_fn, ClientOptimizer(common.local_sgd(0.9, 1e-5),
                                                                    "sam", 0.3), alpha=0.05),
                                  params, batch))

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_sharp.algorithms.fed_gf import build_fed_gf, divergence_window, fed_gf
+from fedjax_sharp.algorithms.registry import ALGORITHMS
+from fedjax_sharp.algorithms.fed_gf import divergence_window, fed_gf
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
@@ -112,7 +113,7 @@ def _config(name, **block):
 
 def test_c_zero_is_fedsam_exactly():
   data, sampler, params = _setup(0)
-  gf = build_fed_gf(_config("fedgf", rho=0.2, T_D=1e30), apply_fn)
+  gf = ALGORITHMS["fedgf"].build(_config("fedgf", rho=0.2, T_D=1e30), apply_fn)
   sam = build_algorithm(_config("fedsam", rho=0.2), apply_fn)
   a, _, ma, _ = run_rounds(gf, params, data, sampler, ROUNDS)
   b, _, mb, _ = run_rounds(sam, params, data, sampler, ROUNDS)
@@ -130,7 +131,7 @@ def test_builder_uses_the_authors_client_optimiser_and_communication():
   c = config_lib.base_config()
   c.algorithm.name = "fedgf"
   c.local.momentum, c.local.weight_decay = 0.9, 1e-5     # not used by FedGF
-  alg = build_fed_gf(c, apply_fn)
+  alg = ALGORITHMS["fedgf"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 1)
   params, batch = init_params(2), eager_batch()
   direct = fed_gf(apply_fn, local_sgd(0.0, GF_WD), rho=0.05, T_D=0.2, W=30)
@@ -153,7 +154,7 @@ def test_config_errors_name_the_field(field, value, message):
   with pytest.raises(ConfigError, match=message):
     config_lib.validate(c)
   with pytest.raises(ConfigError, match=message):
-    build_fed_gf(c, apply_fn)
+    ALGORITHMS["fedgf"].build(c, apply_fn)
 
 
 def test_every_round_records_its_divergence_and_the_c_it_set(tmp_path):

@@ -6,9 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
-from fedjax_sharp.algorithms.fed_gloss import build_fed_gloss, fed_gloss
+from fedjax_sharp.algorithms.fed_gloss import fed_gloss
 from fedjax_sharp.core import schedules
 from fedjax_sharp.core.algorithm import RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
@@ -221,13 +222,13 @@ def test_builder_and_errors():
   c.algorithm.fedgloss.update(client_optimizer="sam", rho=0.1, rho_l=0.05, ramp_rounds=3,
                               beta=4.0)
   data, sampler, params = _setup(69)
-  built = run_rounds(build_fed_gloss(c, apply_fn), params, data, sampler, 3)[0]
+  built = run_rounds(ALGORITHMS["fedgloss"].build(c, apply_fn), params, data, sampler, 3)[0]
   direct = fed_gloss(apply_fn, ClientOptimizer(local_sgd(0.9, 1e-5), "sam",
                                                schedules.linear_ramp(0.05, 0.001, 3)),
                      rho=0.1, ramp_rounds=3, beta=4.0)
   assert_trees_equal(built, run_rounds(direct, params, data, sampler, 3)[0])
   c.algorithm.fedgloss.client_optimizer = "adam"
   with pytest.raises(ValueError, match=r"algorithm\.fedgloss\.client_optimizer='adam'"):
-    build_fed_gloss(c, apply_fn)
+    ALGORITHMS["fedgloss"].build(c, apply_fn)
   with pytest.raises(ValueError, match=r"algorithm\.fedgloss\.dual_scale"):
     fed_gloss(apply_fn, local_sgd(), dual_scale="big")

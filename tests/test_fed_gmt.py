@@ -12,11 +12,12 @@ import numpy as np
 import optax
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms import common
 from fedjax_sharp.algorithms.fed_avg import fed_avg
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
-from fedjax_sharp.algorithms.fed_gmt import (build_fed_gmt, build_fed_gmt_v2, client_dual,
-                                             fed_gmt, fed_gmt_v2, global_dual, trajectory_loss)
+from fedjax_sharp.algorithms.fed_gmt import (client_dual, fed_gmt, fed_gmt_v2, global_dual,
+                                             trajectory_loss)
 from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import ExecutionConfig, RoundEngine
@@ -289,14 +290,14 @@ def test_communication_and_builders():
            "y": jnp.asarray(rng.integers(0, NUM_CLASSES, 6), jnp.int32),
            "mask": jnp.ones((6,), bool)}
   params = init_params(12)
-  built = build_fed_gmt(cfg, apply_fn)
+  built = ALGORITHMS["fedgmt"].build(cfg, apply_fn)
   assert built.name == "fedgmt" and built.communication.down == 2
   assert_trees_close(eager_round(built, params, batch),
                      eager_round(fed_gmt(apply_fn, common.local_sgd(0.9, 1e-5), gamma=1.0,
                                           tau=3.0, alpha=0.95, beta=10.0), params, batch),
                      atol=0, rtol=0)
   cfg.algorithm.name = "fedgmt_v2"
-  built = build_fed_gmt_v2(cfg, apply_fn)
+  built = ALGORITHMS["fedgmt_v2"].build(cfg, apply_fn)
   assert built.communication.down == 1
   assert_trees_close(eager_round(built, params, batch),
                      eager_round(fed_gmt_v2(apply_fn, common.local_sgd(0.9, 1e-5), alpha=0.5),
@@ -304,11 +305,11 @@ def test_communication_and_builders():
   # Overrides are read.
   cfg.algorithm.fedgmt_v2 = {"gamma": 0.5, "tau": 2.0, "alpha": 0.9, "beta": 100.0,
                              "bookkeeping": "authors", "v2_ema_init": "w0"}
-  assert_trees_close(eager_round(build_fed_gmt_v2(cfg, apply_fn), params, batch),
+  assert_trees_close(eager_round(ALGORITHMS["fedgmt_v2"].build(cfg, apply_fn), params, batch),
                      eager_round(fed_gmt_v2(apply_fn, common.local_sgd(0.9, 1e-5), gamma=0.5,
                                              tau=2.0, alpha=0.9, beta=100.0,
                                              bookkeeping="authors", v2_ema_init="w0"),
                                   params, batch), atol=0, rtol=0)
   cfg.algorithm.fedgmt = {"bookkeeping": "nope"}
   with pytest.raises(ValueError, match="bookkeeping"):
-    build_fed_gmt(cfg, apply_fn)
+    ALGORITHMS["fedgmt"].build(cfg, apply_fn)

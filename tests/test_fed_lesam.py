@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
-from fedjax_sharp.algorithms.fed_lesam import build_fed_lesam_d, fed_lesam
+from fedjax_sharp.algorithms.fed_lesam import fed_lesam
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -97,7 +98,7 @@ def test_builder():
   c.algorithm.name = "fedlesam_d"
   c.algorithm.fedlesam_d.update(rho=0.2, perturbation="broadcast", prox="unsquared")
   params, batch = init_params(33), eager_batch()
-  assert_trees_equal(eager_round(build_fed_lesam_d(c, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["fedlesam_d"].build(c, apply_fn), params, batch),
                      eager_round(fed_lesam(apply_fn, local_sgd(0.9, 1e-5), rho=0.2,
                                            perturbation="broadcast", prox="unsquared"),
                                  params, batch))

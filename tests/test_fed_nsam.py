@@ -6,7 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from fedjax_sharp.algorithms.fed_nsam import build_fed_nsam, fed_nsam
+from fedjax_sharp.algorithms.registry import ALGORITHMS
+from fedjax_sharp.algorithms.fed_nsam import fed_nsam
 from fedjax_sharp.algorithms.registry import build_algorithm
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
@@ -98,14 +99,14 @@ def _config(name, **block):
 
 def test_rho_and_gamma_zero_is_fedavg_and_round_zero_is_fedsam():
   data, sampler, params = _setup(0)
-  nsam = build_fed_nsam(_config("fednsam", rho=0.0, gamma=0.0, clip_norm=0.0), apply_fn)
+  nsam = ALGORITHMS["fednsam"].build(_config("fednsam", rho=0.0, gamma=0.0, clip_norm=0.0), apply_fn)
   avg = build_algorithm(_config("fedavg"), apply_fn)
   a, _, ma, _ = run_rounds(nsam, params, data, sampler, ROUNDS)
   b, _, mb, _ = run_rounds(avg, params, data, sampler, ROUNDS)
   assert_trees_equal(a.params, b.params)
   np.testing.assert_array_equal(ma["loss_sum"], mb["loss_sum"])
   # Round 0 (m = 0) is a FedSAM round with the same radius.
-  nsam = build_fed_nsam(_config("fednsam", rho=0.2, clip_norm=0.0), apply_fn)
+  nsam = ALGORITHMS["fednsam"].build(_config("fednsam", rho=0.2, clip_norm=0.0), apply_fn)
   sam = build_algorithm(_config("fedsam", rho=0.2), apply_fn)
   a, _, _, _ = run_rounds(nsam, params, data, sampler, 1)
   b, _, _, _ = run_rounds(sam, params, data, sampler, 1)
@@ -122,13 +123,13 @@ def test_builder_uses_the_authors_client_optimiser_and_communication():
   c = config_lib.base_config()
   c.algorithm.name = "fednsam"
   c.local.momentum, c.local.weight_decay = 0.9, 1e-5     # not used by FedNSAM
-  alg = build_fed_nsam(c, apply_fn)
+  alg = ALGORITHMS["fednsam"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (1, 1)
   params, batch = init_params(2), eager_batch()
   direct = fed_nsam(apply_fn, local_sgd(0.0, 1e-3), rho=0.05, gamma=0.85, clip_norm=10.0)
   assert_trees_equal(_jitted_round(alg, params, batch), _jitted_round(direct, params, batch))
   c.algorithm.fednsam.variant = "n3"
-  assert build_fed_nsam(c, apply_fn).communication.down == 2
+  assert ALGORITHMS["fednsam"].build(c, apply_fn).communication.down == 2
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -144,4 +145,4 @@ def test_config_errors_name_the_field(field, value, message):
   with pytest.raises(ConfigError, match=message):
     config_lib.validate(c)
   with pytest.raises(ConfigError, match=message):
-    build_fed_nsam(c, apply_fn)
+    ALGORITHMS["fednsam"].build(c, apply_fn)

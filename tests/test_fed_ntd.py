@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.fed_ntd import build_fed_ntd, fed_ntd, ntd_loss
+from fedjax_sharp.algorithms.fed_ntd import fed_ntd, ntd_loss
 from fedjax_sharp.core import losses
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
@@ -103,6 +104,6 @@ def test_builder():
   c.algorithm.name = "fedntd"
   c.algorithm.fedntd.update(beta=0.5, tau=3.0)
   params, batch = init_params(8), eager_batch()
-  assert_trees_equal(eager_round(build_fed_ntd(c, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["fedntd"].build(c, apply_fn), params, batch),
                      eager_round(fed_ntd(apply_fn, local_sgd(0.9, 1e-5), beta=0.5, tau=3.0),
                                  params, batch))

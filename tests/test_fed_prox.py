@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.fed_prox import build_fed_prox, fed_prox
+from fedjax_sharp.algorithms.fed_prox import fed_prox
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -45,7 +46,7 @@ def test_builder():
   c.algorithm.name = "fedprox"
   c.algorithm.fedprox.mu = 0.3
   params, batch = init_params(6), eager_batch()
-  assert_trees_equal(eager_round(build_fed_prox(c, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["fedprox"].build(c, apply_fn), params, batch),
                      eager_round(fed_prox(apply_fn, local_sgd(0.9, 1e-5), mu=0.3), params, batch))
   with pytest.raises(ValueError, match=r"algorithm\.fedprox\.mu"):
     fed_prox(apply_fn, local_sgd(), mu=-1.0)

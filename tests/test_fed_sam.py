@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from fedjax_sharp.algorithms.fed_avg import build_fed_sam, fed_avg
+from fedjax_sharp.algorithms.registry import ALGORITHMS
+from fedjax_sharp.algorithms.fed_avg import fed_avg
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -67,11 +68,11 @@ def test_builder_reads_rho_and_rejects_a_second_sam():
   c = config_lib.base_config()
   c.algorithm.name = "fedsam"
   c.algorithm.fedsam.rho = 0.123
-  alg = build_fed_sam(c, apply_fn)
+  alg = ALGORITHMS["fedsam"].build(c, apply_fn)
   assert alg.name == "fedsam" and alg.communication.down == 1 and alg.communication.up == 1
   params, batch = init_params(4), eager_batch()
   direct = fed_avg(apply_fn, ClientOptimizer(local_sgd(0.9, 1e-5), "sam", 0.123))
   assert_trees_equal(eager_round(alg, params, batch), eager_round(direct, params, batch))
   c.local.optimizer = "sam"
   with pytest.raises(ValueError, match="conflicts with algorithm.name='fedsam'"):
-    build_fed_sam(c, apply_fn)
+    ALGORITHMS["fedsam"].build(c, apply_fn)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
-from fedjax_sharp.algorithms.fed_smoo import build_fed_smoo, fed_smoo
+from fedjax_sharp.algorithms.fed_smoo import fed_smoo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -77,7 +78,7 @@ def test_builder_and_communication():
   c = config_lib.base_config()
   c.algorithm.name = "fedsmoo"
   c.algorithm.fedsmoo.update(alpha=0.01, rho=0.2, s_update="mu")
-  alg = build_fed_smoo(c, apply_fn)
+  alg = ALGORITHMS["fedsmoo"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 2)
   params, batch = init_params(23), eager_batch()
   assert_trees_equal(eager_round(alg, params, batch),

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
-from fedjax_sharp.algorithms.fed_speed import build_fed_speed, fed_speed
+from fedjax_sharp.algorithms.fed_speed import fed_speed
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -90,11 +91,11 @@ def test_builder_options_and_errors():
   c.algorithm.name = "fedspeed"
   c.algorithm.fedspeed.update(lam=20.0, rho=0.1, variant="code", prox="unsquared")
   params, batch = init_params(13), eager_batch()
-  assert_trees_equal(eager_round(build_fed_speed(c, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["fedspeed"].build(c, apply_fn), params, batch),
                      eager_round(fed_speed(apply_fn, local_sgd(0.9, 1e-5), lam=20.0, rho=0.1,
                                            variant="code", prox="unsquared"), params, batch))
   with pytest.raises(ValueError, match=r"algorithm\.fedspeed\.variant='fast'"):
     fed_speed(apply_fn, local_sgd(), variant="fast")
   c.local.optimizer = "sam"
   with pytest.raises(ValueError, match="conflicts with algorithm.name='fedspeed'"):
-    build_fed_speed(c, apply_fn)
+    ALGORITHMS["fedspeed"].build(c, apply_fn)

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms import registry
-from fedjax_sharp.algorithms.fed_swa import (build_fed_moswa, build_fed_swa, fed_swa,
-                                             swa_learning_rate, swa_learning_rate_sum)
+from fedjax_sharp.algorithms.fed_swa import fed_swa, swa_learning_rate, swa_learning_rate_sum
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
 from fedjax_sharp.errors import ConfigError
@@ -84,7 +84,7 @@ def test_fedswa_rounds_match_the_formulas(problem, variant):
   over = dict(clip_norm=1.2) | (dict(rho=0.3) if variant == "paper" else {})
   c = _config("fedswa", **{f"algorithm.fedswa.{k}": v for k, v in over.items()},
               algorithm__fedswa__variant=variant)
-  server, _, _, _ = run_rounds(build_fed_swa(c, apply_fn), params, data, sampler, ROUNDS)
+  server, _, _, _ = run_rounds(ALGORITHMS["fedswa"].build(c, apply_fn), params, data, sampler, ROUNDS)
   # paper: the block's rho, the preset alpha 1.5; code: eta_k = 2 eta_t (1 - k/K), alpha 1.
   hp = dict(rho=0.3, alpha=1.5) if variant == "paper" else dict(rho=0.0, alpha=1.0, peak=2.0)
   w, _, _, (clipped, unclipped) = _ref_rounds(params, data, sampler, clip=1.2, **hp)
@@ -99,7 +99,7 @@ def test_fedmoswa_rounds_match_the_formulas(problem, variant):
   over = dict(clip_norm=1.2) | (dict(rho=0.3, gamma=0.5) if variant == "paper" else {})
   c = _config("fedmoswa", **{f"algorithm.fedmoswa.{k}": v for k, v in over.items()},
               algorithm__fedmoswa__variant=variant)
-  server, table, _, _ = run_rounds(build_fed_moswa(c, apply_fn), params, data, sampler, ROUNDS)
+  server, table, _, _ = run_rounds(ALGORITHMS["fedmoswa"].build(c, apply_fn), params, data, sampler, ROUNDS)
   hp = (dict(rho=0.3, alpha=1.5, gamma=0.5) if variant == "paper" else
         dict(rho=1.0, alpha=1.0, gamma=0.4, first_round_mean=True))
   w, m, c_table, _ = _ref_rounds(params, data, sampler, clip=1.2, controls=True, **hp)
@@ -118,7 +118,7 @@ def test_fedswa_rho1_alpha1_is_fedavg(problem):
   swa = _config("fedswa", algorithm__fedswa__rho=1.0, algorithm__fedswa__alpha=1.0,
                 algorithm__fedswa__clip_norm=0.0, algorithm__fedswa__momentum=0.5)
   avg = _config("fedavg", local__momentum=0.5, local__weight_decay=1e-3)
-  a = run_rounds(build_fed_swa(swa, apply_fn), params, data, sampler, ROUNDS)[0]
+  a = run_rounds(ALGORITHMS["fedswa"].build(swa, apply_fn), params, data, sampler, ROUNDS)[0]
   b = run_rounds(registry.build_algorithm(avg, apply_fn), params, data, sampler, ROUNDS)[0]
   assert_trees_close(jax.tree.leaves(a), jax.tree.leaves(b), atol=1e-6, rtol=1e-6)
   assert ref.norm(ref.sub(ref.to_np(a.params), ref.to_np(params))) > 1e-2
@@ -131,7 +131,7 @@ def test_fedmoswa_full_participation_gamma1_rho1_alpha1_is_scaffold(problem):
                algorithm__fedmoswa__rho=1.0, algorithm__fedmoswa__alpha=1.0,
                algorithm__fedmoswa__clip_norm=0.0)
   sc = _config("scaffold", local__weight_decay=1e-3)
-  a_server, a_table, _, _ = run_rounds(build_fed_moswa(mo, apply_fn), params, data, sampler,
+  a_server, a_table, _, _ = run_rounds(ALGORITHMS["fedmoswa"].build(mo, apply_fn), params, data, sampler,
                                        ROUNDS)
   b_server, b_table, _, _ = run_rounds(registry.build_algorithm(sc, apply_fn), params, data,
                                        sampler, ROUNDS)
@@ -143,9 +143,9 @@ def test_fedmoswa_full_participation_gamma1_rho1_alpha1_is_scaffold(problem):
 def test_fedmoswa_first_round_is_fedswa():
   """Round 0: c_i = m = 0, so the model moves as FedSWA's (same rho, alpha, optimiser)."""
   params, batch = init_params(6), eager_batch()
-  mo = eager_round(build_fed_moswa(_config("fedmoswa", algorithm__fedmoswa__rho=0.4), apply_fn),
+  mo = eager_round(ALGORITHMS["fedmoswa"].build(_config("fedmoswa", algorithm__fedmoswa__rho=0.4), apply_fn),
                    params, batch)[0]
-  swa = eager_round(build_fed_swa(_config("fedswa", algorithm__fedswa__rho=0.4), apply_fn),
+  swa = eager_round(ALGORITHMS["fedswa"].build(_config("fedswa", algorithm__fedswa__rho=0.4), apply_fn),
                     params, batch)[0]
   assert_trees_close(mo.params, swa.params, atol=0, rtol=0)
   assert ref.norm(ref.to_np(mo.control)) > 1e-3
@@ -167,7 +167,7 @@ def test_in_round_schedule_and_its_sum():
 
 def test_builders_use_their_own_local_optimizer_and_presets():
   c = _config("fedswa", local__momentum=0.9, local__weight_decay=1e-5)
-  alg = build_fed_swa(c, apply_fn)
+  alg = ALGORITHMS["fedswa"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (1, 1)
   assert alg.hparams == {"rho": pytest.approx(0.1), "alpha": 1.5}
   params, batch = init_params(5), eager_batch()
@@ -175,14 +175,14 @@ def test_builders_use_their_own_local_optimizer_and_presets():
   assert_trees_close(eager_round(alg, params, batch),
                      eager_round(fed_swa(apply_fn, own), params, batch), atol=0, rtol=0)
   c.algorithm.fedswa.variant = "code"
-  assert build_fed_swa(c, apply_fn).hparams == {"rho": 0.0, "alpha": 1.0}
+  assert ALGORITHMS["fedswa"].build(c, apply_fn).hparams == {"rho": 0.0, "alpha": 1.0}
   c = _config("fedmoswa")
-  alg = build_fed_moswa(c, apply_fn)
+  alg = ALGORITHMS["fedmoswa"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 2)
   assert alg.hparams == pytest.approx({"rho": 0.1, "alpha": 1.5, "gamma": 0.2})
   c.algorithm.fedmoswa.variant = "code"
   c.algorithm.fedmoswa.gamma = 0.7
-  assert build_fed_moswa(c, apply_fn).hparams == pytest.approx(
+  assert ALGORITHMS["fedmoswa"].build(c, apply_fn).hparams == pytest.approx(
       {"rho": 1.0, "alpha": 1.0, "gamma": 0.7})
   assert registry.SWEEPABLE["fedmoswa"] == ("algorithm.fedmoswa.rho", "algorithm.fedmoswa.alpha",
                                             "algorithm.fedmoswa.gamma")
@@ -207,7 +207,7 @@ def test_bad_values_name_the_field(name, field, value, message):
 def test_server_settings_and_sam_are_refused():
   c = _config("fedswa", server__lr=0.5)
   with pytest.raises(ConfigError, match=r"server\.lr=0\.5 has no effect .*algorithm\.fedswa\.alpha"):
-    registry.validate_block(c)
+    ALGORITHMS["fedswa"].check_server(c)
   c = _config("fedmoswa", local__optimizer="sam")
   with pytest.raises(ValueError, match=r"conflicts with algorithm\.name='fedmoswa'"):
     registry.build_algorithm(c, apply_fn)

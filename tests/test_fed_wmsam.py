@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms import registry
-from fedjax_sharp.algorithms.fed_wmsam import (build_fed_wmsam, code_exact_perturbation,
-                                               fed_wmsam)
+from fedjax_sharp.algorithms.fed_wmsam import code_exact_perturbation, fed_wmsam
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
 from fedjax_sharp.errors import ConfigError
@@ -181,13 +181,13 @@ def test_defaults_are_the_papers_settings():
   block = config_lib.base_config().algorithm.fedwmsam
   assert (block.rho, block.alpha, block.alpha_smoothing, block.variant) == (
       0.01, 0.1, 0.01, "paper")
-  assert build_fed_wmsam(_config("fedwmsam"), apply_fn).hparams == {"rho": 0.01}
+  assert ALGORITHMS["fedwmsam"].build(_config("fedwmsam"), apply_fn).hparams == {"rho": 0.01}
 
 
 def test_builder_own_optimizer_defaults_and_communication():
   c = _config("fedwmsam", rho=0.05)
   c.local.momentum, c.local.weight_decay = 0.9, 1e-5      # neither leaks into FedWMSAM
-  alg = build_fed_wmsam(c, apply_fn)
+  alg = ALGORITHMS["fedwmsam"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 1)
   assert alg.hparams == {"rho": 0.05}
   params, batch = init_params(5), eager_batch()
@@ -213,4 +213,4 @@ def test_sam_client_optimizer_is_refused():
   c = _config("fedwmsam")
   c.local.optimizer = "sam"
   with pytest.raises(ValueError, match="fedwmsam"):
-    build_fed_wmsam(c, apply_fn)
+    ALGORITHMS["fedwmsam"].build(c, apply_fn)

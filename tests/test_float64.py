@@ -195,7 +195,8 @@ def test_no_low_precision_value_in_a_float64_minimax_round():
   sampler = CohortSampler(task.client_indices, 3, 1, local_steps=2, seed=0, weighting="uniform")
   cohort = sampler.build(0)
   for name in minimax.MINIMAX_ALGORITHMS:
-    alg = minimax.FACTORIES[name](task, minimax.PlayerOptimizers(0.02, 0.2), name=name)
+    alg = minimax.MINIMAX_ALGORITHMS[name].factory(task, minimax.PlayerOptimizers(0.02, 0.2),
+                                                   name=name)
     engine = RoundEngine(alg, 3, VMAP_ROLLED, preprocess=task.preprocess)
     server, table = engine.init(task.init_params(jax.random.key(0)))
     assert tree.float_dtype() == jnp.float64

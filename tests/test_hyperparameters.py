@@ -91,7 +91,7 @@ def test_every_algorithms_defaults_are_its_factorys_signature():
   gen = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(gen)
   declared = {name: r.fields() for name, r in registry.ALGORITHMS.items()}
-  declared.update({name: fields(f) for name, f in minimax.FACTORIES.items()})
+  declared.update({name: r.fields() for name, r in minimax.MINIMAX_ALGORITHMS.items()})
   for name, hps in declared.items():
     assert dict(config.algorithm[name]) == {k: h.default for k, h in hps.items()}, name
     for k, h in hps.items():

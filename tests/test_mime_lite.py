@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.mime_lite import build_mime_lite, mime_lite
+from fedjax_sharp.algorithms.mime_lite import mime_lite
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -56,7 +57,7 @@ def test_beta0_equals_fedavg_and_builder():
   c.local.momentum = 0.9
   c.algorithm.name = "mimelite"
   c.algorithm.mimelite.beta = 0.5
-  alg = build_mime_lite(c, apply_fn)
+  alg = ALGORITHMS["mimelite"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 2)
   batch = eager_batch()
   assert_trees_equal(eager_round(alg, params, batch),

@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedjax_sharp.algorithms.registry import ALGORITHMS
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.scaffold import build_fed_gamma, build_scaffold, scaffold
+from fedjax_sharp.algorithms.scaffold import scaffold
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
 from fedjax_sharp.training import config as config_lib
@@ -89,13 +90,13 @@ def test_builders_momentum_and_communication():
   c = config_lib.base_config()
   c.local.momentum = 0.9                 # the FedGMT table's setting must not leak into SCAFFOLD
   c.algorithm.name = "scaffold"
-  alg = build_scaffold(c, apply_fn)
+  alg = ALGORITHMS["scaffold"].build(c, apply_fn)
   assert (alg.communication.down, alg.communication.up) == (2, 2)
   params, batch = init_params(5), eager_batch()
   assert_trees_equal(eager_round(alg, params, batch),
                      eager_round(scaffold(apply_fn, local_sgd(0.0, 1e-5)), params, batch))
   c.algorithm.name = "fedgamma"
   c.algorithm.fedgamma.rho = 0.07
-  assert_trees_equal(eager_round(build_fed_gamma(c, apply_fn), params, batch),
+  assert_trees_equal(eager_round(ALGORITHMS["fedgamma"].build(c, apply_fn), params, batch),
                      eager_round(scaffold(apply_fn, ClientOptimizer(local_sgd(0.0, 1e-5), "sam",
                                                                     0.07)), params, batch))

@@ -85,4 +85,3 @@ registration.register("dp_fedsam", dp_fedsam, client=_client, private=True, titl
                       weighting="uniform",
                       weighting_source="differential privacy (the sensitivity bound); the "
                                        "authors' n_m / sum n is 1/m on their equal clients")
-build_dp_fedsam = registration.builder("dp_fedsam")

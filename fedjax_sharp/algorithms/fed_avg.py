@@ -77,7 +77,6 @@ registration.reads_local_rho(_fedavg_client)
 registration.register("fedavg", fed_avg, client=_fedavg_client, server=True,
                       title="FedAvg / FedOpt",
                       paper="McMahan et al., AISTATS 2017; Reddi et al., ICLR 2021 (FedOpt)")
-build_fed_avg = registration.builder("fedavg")
 
 
 def _sam_client(config, name, *, rho: Annotated[float, Field(
@@ -99,5 +98,3 @@ registration.register("fedsam", fed_avg, client=_sam_client, server=True, title=
                       paper="Qu et al., ICML 2022; Caldarola et al., ECCV 2022")
 registration.register("fedasam", fed_avg, client=_asam_client, server=True, title="FedASAM",
                       paper="Caldarola et al., ECCV 2022 (ASAM: Kwon et al., ICML 2021)")
-build_fed_sam = registration.builder("fedsam")
-build_fed_asam = registration.builder("fedasam")

@@ -109,7 +109,6 @@ def momentum_mix(beta: float, grads, momentum):
 
 registration.register("fedcm", fed_cm, client="own_momentum", title="FedCM",
                       paper="Xu et al., 2021 (client-level momentum)")
-build_fed_cm = registration.builder("fedcm")
 
 
 def _mofedsam_client(config, name, *,
@@ -125,4 +124,3 @@ _PAPER = (
 
 registration.register("mofedsam", fed_cm, client=_mofedsam_client, title="MoFedSAM",
                       paper=f"Qu et al., {_PAPER}, ICML 2022")
-build_mofedsam = registration.builder("mofedsam")

@@ -95,7 +95,6 @@ _WEIGHTING = (f"{registration.SPEC_WEIGHTING}; the paper's Algorithm 1 averages 
               "(aggregation='uniform')")
 registration.register("feddyn", fed_dyn, title="FedDyn", paper="Acar et al., ICLR 2021",
                       weighting_source=_WEIGHTING)
-build_fed_dyn = registration.builder("feddyn")
 
 
 def _sam_client(config, name, *, rho: Annotated[float, Field(">= 0", "SAM radius",
@@ -107,4 +106,3 @@ def _sam_client(config, name, *, rho: Annotated[float, Field(">= 0", "SAM radius
 registration.register("feddyn_sam", fed_dyn, client=_sam_client, title="FedDyn + SAM",
                       paper="FedDyn (Acar et al.) with a SAM client optimiser",
                       weighting_source=_WEIGHTING)
-build_fed_dyn_sam = registration.builder("feddyn_sam")

@@ -182,4 +182,3 @@ registration.register("fedgf", fed_gf, client=registration.client_optimizers.own
                       weighting="examples",
                       weighting_source="the authors' code: n_m / sum n (FedLab's FedAvg "
                                        "aggregator, aggregator.py)")
-build_fed_gf = registration.builder("fedgf")

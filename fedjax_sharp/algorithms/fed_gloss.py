@@ -224,5 +224,3 @@ registration.register("fedgloss", fed_gloss, client=_client, server_step="algori
 registration.register("naive_fedgloss", fed_gloss, client=_client, fixed=dict(naive=True),
                       server_step="algorithm.naive_fedgloss.eta_s", title="NaiveFedGloSS",
                       paper=f"Caldarola et al., {_PAPER}, 2024, Table 6")
-build_fed_gloss = registration.builder("fedgloss")
-build_naive_fed_gloss = registration.builder("naive_fedgloss")

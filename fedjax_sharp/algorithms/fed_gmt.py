@@ -257,5 +257,3 @@ registration.register("fedgmt", fed_gmt, client="sgd", title="FedGMT",
 registration.register("fedgmt_v2", fed_gmt_v2, client="sgd", title="FedGMT-v2",
                       paper=f"Li et al., {_PAPER}, ICML 2025, Section 3.3",
                       weighting_source=_WEIGHTING)
-build_fed_gmt = registration.builder("fedgmt")
-build_fed_gmt_v2 = registration.builder("fedgmt_v2")

@@ -144,5 +144,3 @@ registration.register("fedlesam", fed_lesam, client="sgd", fixed=dict(dyn_terms=
                       title="FedLESAM", paper="Fan et al., ICML 2024")
 registration.register("fedlesam_d", fed_lesam, client="sgd", fixed=dict(dyn_terms=True),
                       title="FedLESAM-D", paper="Fan et al., ICML 2024")
-build_fed_lesam = registration.builder("fedlesam")
-build_fed_lesam_d = registration.builder("fedlesam_d")

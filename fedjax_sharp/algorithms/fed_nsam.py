@@ -191,4 +191,3 @@ registration.register("fednsam", fed_nsam, client=registration.client_optimizers
                       weighting="uniform",
                       weighting_source="the authors' code: 1/|N_t| over the cohort "
                                        "(junkangLiu0/FedSWA, apply_weights_avgACG)")
-build_fed_nsam = registration.builder("fednsam")

@@ -71,4 +71,3 @@ def fed_ntd(apply_fn: common.ApplyFn, client_optimizer,
 
 registration.register("fedntd", fed_ntd, server=True, title="FedNTD",
                       paper="Lee et al., NeurIPS 2022")
-build_fed_ntd = registration.builder("fedntd")

@@ -46,4 +46,3 @@ def fed_prox(apply_fn: common.ApplyFn, client_optimizer,
 
 registration.register("fedprox", fed_prox, server=True, title="FedProx",
                       paper="Li et al., MLSys 2020")
-build_fed_prox = registration.builder("fedprox")

@@ -127,4 +127,3 @@ def fed_smoo(apply_fn: common.ApplyFn, client_optimizer,
 
 registration.register("fedsmoo", fed_smoo, client="sgd", title="FedSMOO",
                       paper="Sun et al., ICML 2023")
-build_fed_smoo = registration.builder("fedsmoo")

@@ -106,4 +106,3 @@ def fed_speed(
 
 registration.register("fedspeed", fed_speed, client="sgd", title="FedSpeed",
                       paper="Sun et al., ICLR 2023")
-build_fed_speed = registration.builder("fedspeed")

@@ -266,5 +266,3 @@ registration.register("fedmoswa", fed_moswa, client=_swa_client,
                       server_step="algorithm.fedmoswa.alpha", title="FedMoSWA",
                       paper=f"Liu et al., {_PAPER}, ICML 2025", weighting="uniform",
                       weighting_source=_UNIFORM)
-build_fed_swa = registration.builder("fedswa")
-build_fed_moswa = registration.builder("fedmoswa")

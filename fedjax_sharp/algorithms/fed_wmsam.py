@@ -276,4 +276,3 @@ registration.register("fedwmsam", fed_wmsam, client=registration.client_optimize
                       weighting="uniform",
                       weighting_source="the authors' code: torch.mean over the cohort "
                                        "(FedWMSAM.py, global_update)")
-build_fed_wmsam = registration.builder("fedwmsam")

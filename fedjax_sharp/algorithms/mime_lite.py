@@ -122,4 +122,3 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
 
 registration.register("mimelite", mime_lite, client="own_momentum", server=True,
                       title="MimeLite", paper="Karimireddy et al., 2021")
-build_mime_lite = registration.builder("mimelite")

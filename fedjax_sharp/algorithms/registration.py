@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import MutableMapping
 from typing import Annotated, Any, Callable, Mapping
 
 import ml_collections
@@ -130,6 +131,9 @@ class Registration:
   # the algorithm follows (its paper where it states one, else its authors' code).
   weighting: str = "examples"
   weighting_source: str = SPEC_WEIGHTING
+  # 'classification' (factory(apply_fn, client_optimizer, ...)) or 'minimax' (factory(task,
+  # player_optimizers, ...): `config.minimax`'s two players, `minimax.algorithms`).
+  kind: str = "classification"
 
   @property
   def prefix(self) -> str:
@@ -178,8 +182,11 @@ class Registration:
                         f"{from_config.SERVER_DEFAULTS}")
 
   def build(self, config, apply_fn) -> FederatedAlgorithm:
+    """The algorithm `config` asks for: `apply_fn` is the model's (classification) or the
+    minimax task (`kind='minimax'`, whose `client` builds the two players' optimisers)."""
     values = self.values(config)
-    self.check_server(config)
+    if self.kind == "classification":
+      self.check_server(config)
     client_params = list(inspect.signature(self.client).parameters)[2:]
     client = self.client(config, self.name, **{k: values[k] for k in client_params
                                                if k in values})
@@ -191,14 +198,47 @@ class Registration:
     return self.factory(apply_fn, client, name=name, **kwargs)
 
 
-ALGORITHMS: dict[str, Registration] = {}
+KINDS = ("classification", "minimax")
+# The one registry: every algorithm of either kind, by its config name.
+REGISTRY: dict[str, Registration] = {}
+
+
+class _Kind(MutableMapping):
+  """The registrations of one kind, a live view of REGISTRY (ALGORITHMS: classification;
+  MINIMAX: minimax). Deleting through it removes the registration."""
+
+  def __init__(self, kind: str):
+    self.kind = kind
+
+  def __getitem__(self, name):
+    r = REGISTRY[name]
+    if r.kind != self.kind:
+      raise KeyError(name)
+    return r
+
+  def __setitem__(self, name, registration):
+    REGISTRY[name] = dataclasses.replace(registration, kind=self.kind)
+
+  def __delitem__(self, name):
+    self[name]   # pylint: disable=pointless-statement  (KeyError for the other kind)
+    del REGISTRY[name]
+
+  def __iter__(self):
+    return (name for name, r in REGISTRY.items() if r.kind == self.kind)
+
+  def __len__(self):
+    return sum(1 for _ in self)
+
+
+ALGORITHMS = _Kind("classification")
+MINIMAX = _Kind("minimax")
 
 
 def register(name: str, factory: Callable | None = None, *, client: Callable | str = "local",
              server: bool = False, server_step: str | None = None,
              fixed: Mapping[str, Any] | None = None, title: str = "", paper: str = "",
              private: bool = False, weighting: str = "examples",
-             weighting_source: str = SPEC_WEIGHTING):
+             weighting_source: str = SPEC_WEIGHTING, kind: str = "classification"):
   """Registers `factory` as `config.algorithm.name=<name>`; usable as a decorator.
 
   Args:
@@ -215,6 +255,9 @@ def register(name: str, factory: Callable | None = None, *, client: Callable | s
     weighting: the client weighting `aggregation='auto'` gives without DP: 'examples'
       (n_m / sum n) or 'uniform' (1/m), the choice of the source the algorithm follows.
     weighting_source: that source, in a few words (the docs' table of algorithms shows it).
+    kind: 'classification', or 'minimax' for a factory `(task, player_optimizers, *,
+      <hyperparameters>, name)` of `fedjax_sharp.minimax`, whose `client(config, name)` builds
+      the players' optimisers (`server` unused).
   Returns:
     the factory (unchanged), so that it can decorate.
   """
@@ -222,22 +265,14 @@ def register(name: str, factory: Callable | None = None, *, client: Callable | s
     return functools.partial(register, name, client=client, server=server,
                              server_step=server_step, fixed=fixed, title=title, paper=paper,
                              private=private, weighting=weighting,
-                             weighting_source=weighting_source)
-  if isinstance(client, str):
-    client = getattr(client_optimizers, client)
+                             weighting_source=weighting_source, kind=kind)
+  if kind not in KINDS:
+    raise ValueError(f"register({name!r}): kind={kind!r} is not one of {list(KINDS)}")
   if weighting not in WEIGHTINGS:
     raise ValueError(f"register({name!r}): weighting={weighting!r} is not one of "
                      f"{list(WEIGHTINGS)}")
-  ALGORITHMS[name] = Registration(name, factory, client, server, server_step, dict(fixed or {}),
-                                  title or name, paper, private, weighting, weighting_source)
+  if isinstance(client, str):
+    client = getattr(client_optimizers, client)
+  REGISTRY[name] = Registration(name, factory, client, server, server_step, dict(fixed or {}),
+                                title or name, paper, private, weighting, weighting_source, kind)
   return factory
-
-
-def builder(name: str) -> Callable[..., FederatedAlgorithm]:
-  """`(config, apply_fn) -> FederatedAlgorithm` for a registered algorithm."""
-  def build(config, apply_fn):
-    return ALGORITHMS[name].build(config, apply_fn)
-  build.__name__ = f"build_{name}"
-  build.__doc__ = f"Registry builder: `config.algorithm.{name}` as the keyword arguments of " \
-                  f"the factory registered as {name!r}."
-  return build

@@ -20,8 +20,8 @@ from fedjax_sharp.algorithms import fed_ntd, fed_dyn, fed_speed, fed_smoo  # noq
 from fedjax_sharp.algorithms import fed_lesam, fed_gloss, fed_gmt  # noqa: F401
 from fedjax_sharp.algorithms import fed_gf, fed_nsam, fed_swa, fed_wmsam  # noqa: F401
 from fedjax_sharp.algorithms import dp_fedsam  # noqa: F401
-from fedjax_sharp.algorithms.registration import (ALGORITHMS, Registration, builder,  # noqa: F401
-                                                  register)
+from fedjax_sharp.algorithms.registration import (ALGORITHMS, MINIMAX, REGISTRY,  # noqa: F401
+                                                  Registration, register)
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 
 Builder = Callable[..., FederatedAlgorithm]
@@ -50,25 +50,18 @@ SWEEPABLE = _Sweepable()
 
 
 def config_blocks() -> dict[str, ml_collections.ConfigDict]:
-  """`config.algorithm.<name>` of every registered algorithm (its factory's defaults)."""
-  return {name: r.config_block() for name, r in ALGORITHMS.items()}
+  """`config.algorithm.<name>` of every registered algorithm of either kind (its factory's
+  defaults)."""
+  return {name: r.config_block() for name, r in REGISTRY.items()}
 
 
 def field_docs() -> dict[str, str]:
   """'algorithm.<name>.<field>' -> the field's one-line doc (with its range or choices)."""
   out = {}
-  for name, r in ALGORITHMS.items():
+  for name, r in REGISTRY.items():
     for k, h in r.fields().items():
       out[f"algorithm.{name}.{k}"] = h.field.line()
   return out
-
-
-def validate_block(config) -> None:
-  """The selected algorithm's block and `config.server` (ConfigError naming the field)."""
-  name = config.algorithm.name
-  if name in ALGORITHMS:
-    ALGORITHMS[name].values(config)
-    ALGORITHMS[name].check_server(config)
 
 
 def build_algorithm(config, apply_fn) -> FederatedAlgorithm:

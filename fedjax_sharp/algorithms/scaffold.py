@@ -127,7 +127,6 @@ def server_control_update(c, control_deltas_C, mask_C, round_info):
 
 registration.register("scaffold", scaffold, client="own_momentum", server=True,
                       title="SCAFFOLD", paper="Karimireddy et al., ICML 2020 (option II)")
-build_scaffold = registration.builder("scaffold")
 
 
 def _fedgamma_client(config, name, *,
@@ -141,4 +140,3 @@ def _fedgamma_client(config, name, *,
 
 registration.register("fedgamma", scaffold, client=_fedgamma_client, server=True,
                       title="FedGamma", paper="Dai et al., IEEE TNNLS 2023")
-build_fed_gamma = registration.builder("fedgamma")

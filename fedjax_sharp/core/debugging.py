@@ -10,11 +10,17 @@ other strategies compute (tested). Nothing is traced either (except when no clie
 cohort has a real step: the metrics' structure): the algorithm's functions see concrete arrays,
 so `print`, `float(...)` and breakpoints work inside them. Masked (padding) steps are skipped: they change
 nothing.
+
+Each stage's result is checked as it is produced (chex): the local state keeps the shapes and
+dtypes it started with (what a compiled loop needs) and stays finite, and so do the upload, the
+client's new state and the server state; the first value that breaks this is a RoundStageError
+naming the stage, not a NaN found rounds later.
 """
 from __future__ import annotations
 
 import contextlib
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,11 +73,15 @@ def debug_round(engine, server_state, client_table, data, cohort, round_info, ke
       with client(f"local step {s}"):
         batch, step_key = engine._batch(  # pylint: disable=protected-access
             data, s, cohort.batch_idx[c, s], cohort.example_mask[c, s], client_key)
+        before = local
         local, step_metrics = engine.algorithm.local_step(local, batch, step_key, round_info)
+        _check(local, "the local state", like=before)
         metrics = step_metrics if metrics is None else tree.add(metrics, step_metrics)
     with client("finalize"):
       upload, new_state = engine.algorithm.client_finalize(local, bcast, cstate, info,
                                                            round_info)
+      _check(upload, "the upload")
+      _check(new_state, "the client's new state", like=cstate)
     outputs.append([upload, new_state, metrics])
   # Clients without a real step (padding clients) sum to zeros of the metrics' structure.
   some = next((m for _, _, m in outputs if m is not None), None)
@@ -83,5 +93,18 @@ def debug_round(engine, server_state, client_table, data, cohort, round_info, ke
                       bcast, tree.index(client_states, c), tree.index(infos, c), round_info,
                       data, cohort.batch_idx[c, 0], cohort.example_mask[c, 0], round_key)[1])
   with stage(where, "server update"):
-    return engine._finish(server_state, client_table,  # pylint: disable=protected-access
-                          tree.stack([tuple(o) for o in outputs]), cohort, round_info)
+    result = engine._finish(server_state, client_table,  # pylint: disable=protected-access
+                            tree.stack([tuple(o) for o in outputs]), cohort, round_info)
+    _check(result[0], "the server state", like=server_state)
+    return result
+
+
+def _check(value, what: str, like=None) -> None:
+  """`value` finite, and with `like`'s shapes and dtypes (chex); AssertionError naming `what`."""
+  value = jax.tree.map(np.asarray, value)   # Python numbers too (the debug round is eager)
+  try:
+    if like is not None:
+      chex.assert_trees_all_equal_shapes_and_dtypes(value, jax.tree.map(np.asarray, like))
+    chex.assert_tree_all_finite(value)
+  except AssertionError as err:
+    raise AssertionError(f"{what}: {err}") from None

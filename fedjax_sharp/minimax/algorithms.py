@@ -36,10 +36,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-import ml_collections
-from ml_collections import config_dict
 
-from fedjax_sharp.algorithms import hyperparameters
+from fedjax_sharp.algorithms import registration
 from fedjax_sharp.algorithms.hyperparameters import Field
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
@@ -211,42 +209,18 @@ def fed_norm_sgda_plus(task, optimizers: PlayerOptimizers, *, gamma_x: GammaX = 
 # The paper the docs page cites (title in quotes).
 _FESS_PAPER = (
     '"Stochastic Smoothed Gradient Descent Ascent for Federated Minimax Optimization"')
-
-FACTORIES = {"fess_gda": fess_gda, "local_sgda": local_sgda, "local_sgda_plus": local_sgda_plus,
-             "fed_norm_sgda": fed_norm_sgda, "fed_norm_sgda_plus": fed_norm_sgda_plus}
-MINIMAX_ALGORITHMS = tuple(FACTORIES)
-# Derived from the factories' signatures (not a second home).
-DEFAULTS = {name: hyperparameters.defaults(f) for name, f in FACTORIES.items()}
-TITLES = {
-    "fess_gda": ("FESS-GDA", "Shen et al., " + _FESS_PAPER + ", AISTATS 2024 (arXiv:2311.00944)"),
-    "local_sgda": ("Local SGDA", "Deng and Mahdavi, AISTATS 2021; Sharma et al., ICML 2022"),
-    "local_sgda_plus": ("Local SGDA+", "Sharma et al., ICML 2022"),
-    "fed_norm_sgda": ("Fed-Norm-SGDA", "Sharma et al., TMLR 2023"),
-    "fed_norm_sgda_plus": ("Fed-Norm-SGDA+", "Sharma et al., TMLR 2023"),
-}
-
-
-def config_blocks() -> dict[str, ml_collections.ConfigDict]:
-  """`config.algorithm.<name>` of every minimax algorithm (its factory's defaults)."""
-  out = {}
-  for name, f in FACTORIES.items():
-    block = ml_collections.ConfigDict()
-    for k, h in hyperparameters.fields(f).items():
-      setattr(block, k, config_dict.placeholder(h.type) if h.default is None else h.default)
-    out[name] = block
-  return out
-
-
-def _block(config, name) -> dict:
-  """`config.algorithm.<name>` as given (a block absent from the config: none of its fields)."""
-  return dict(config.algorithm[name]) if name in config.algorithm else {}
-
-
-def check_blocks(config) -> None:
-  """Every minimax block's fields are declared and in range (ConfigError naming the field)."""
-  for name, factory in FACTORIES.items():
-    hyperparameters.check(f"algorithm.{name}", _block(config, name),
-                          hyperparameters.fields(factory))
+for _name, _factory, _title, _paper in (
+    ("fess_gda", fess_gda, "FESS-GDA",
+     "Shen et al., " + _FESS_PAPER + ", AISTATS 2024 (arXiv:2311.00944)"),
+    ("local_sgda", local_sgda, "Local SGDA",
+     "Deng and Mahdavi, AISTATS 2021; Sharma et al., ICML 2022"),
+    ("local_sgda_plus", local_sgda_plus, "Local SGDA+", "Sharma et al., ICML 2022"),
+    ("fed_norm_sgda", fed_norm_sgda, "Fed-Norm-SGDA", "Sharma et al., TMLR 2023"),
+    ("fed_norm_sgda_plus", fed_norm_sgda_plus, "Fed-Norm-SGDA+", "Sharma et al., TMLR 2023")):
+  registration.register(_name, _factory, kind="minimax", title=_title, paper=_paper,
+                        client=lambda config, name: player_optimizers_from_config(config))
+# The minimax algorithms: a live view of the one registry (`registration.MINIMAX`).
+MINIMAX_ALGORITHMS = registration.MINIMAX
 
 
 def player_optimizers_from_config(config) -> PlayerOptimizers:
@@ -268,12 +242,9 @@ def player_optimizers_from_config(config) -> PlayerOptimizers:
 
 
 def build_minimax_algorithm(config, task) -> FederatedAlgorithm:
+  """The minimax algorithm `config.algorithm.name` on `task` (its block checked)."""
   name = config.algorithm.name
-  if name not in FACTORIES:
+  if name not in MINIMAX_ALGORITHMS:
     raise ValueError(f"algorithm.name={name!r} is not one of {list(MINIMAX_ALGORITHMS)} "
                      f"(the minimax algorithms; task.name={config.task.name!r})")
-  given = _block(config, name)
-  optimizers = player_optimizers_from_config(config)
-  values = hyperparameters.block_values(f"algorithm.{name}", given,
-                                        hyperparameters.fields(FACTORIES[name]))
-  return FACTORIES[name](task, optimizers, name=name, **values)
+  return MINIMAX_ALGORITHMS[name].build(config, task)

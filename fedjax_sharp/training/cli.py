@@ -217,14 +217,8 @@ def field_docs() -> dict[str, str]:
   """Field path -> one-line doc: `config.FIELD_DOCS` for the base fields, the factories'
   `Field` docs for the algorithm blocks (data, not parsed source)."""
   from fedjax_sharp.algorithms import registry
-  from fedjax_sharp.algorithms.hyperparameters import fields
-  from fedjax_sharp.minimax import algorithms as minimax
-  docs = dict(config_lib.FIELD_DOCS)
-  docs.update(registry.field_docs())
-  for name, factory in minimax.FACTORIES.items():
-    for k, h in fields(factory).items():
-      docs[f"algorithm.{name}.{k}"] = h.field.line()
-  return docs
+  from fedjax_sharp.minimax import algorithms as _  # noqa: F401 (registers the minimax ones)
+  return {**config_lib.FIELD_DOCS, **registry.field_docs()}
 
 
 def format_config(config) -> str:

@@ -34,8 +34,8 @@ def base_config() -> ml_collections.ConfigDict:
     for name, h in declared.items():
       setattr(node, name, config_dict.placeholder(h.type) if h.default is None else h.default)
   from fedjax_sharp.algorithms.registry import config_blocks
-  from fedjax_sharp.minimax.algorithms import config_blocks as minimax_blocks
-  for name, algorithm_block in {**config_blocks(), **minimax_blocks()}.items():
+  from fedjax_sharp.minimax import algorithms as _  # noqa: F401 (registers the minimax ones)
+  for name, algorithm_block in config_blocks().items():
     c.algorithm[name] = algorithm_block
   return c
 

@@ -374,10 +374,9 @@ def _algorithm_blocks(config) -> None:
   """Every algorithm block: its fields declared by the factory, in their ranges; the selected
   algorithm's `config.server` settings used (algorithms/registration.py)."""
   from fedjax_sharp.algorithms import registry
-  from fedjax_sharp.minimax import algorithms as minimax_algorithms
-  for name in registry.ALGORITHMS:
-    registry.ALGORITHMS[name].values(config)
-  minimax_algorithms.check_blocks(config)
+  from fedjax_sharp.minimax import algorithms as _  # noqa: F401 (registers the minimax ones)
+  for registration in registry.REGISTRY.values():
+    registration.values(config)
   if not is_minimax(config) and config.algorithm.name in registry.ALGORITHMS:
     registry.ALGORITHMS[config.algorithm.name].check_server(config)
 
