@@ -405,8 +405,8 @@ def dp_accountant(config) -> str:
 
 
 def sampling(config) -> str:
-  """The engine's cohort sampler ('fixed' unless `engine.sampling` says otherwise)."""
-  return str(config.engine.get("sampling", "fixed"))
+  """The engine's cohort sampler, `engine.sampling` ('fixed' | 'poisson')."""
+  return str(config.engine.sampling)
 
 
 def aggregation(config) -> str:

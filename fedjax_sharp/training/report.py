@@ -426,6 +426,9 @@ def plot_series(results: dict[str, list[dict]], key: str, path: str, title: str 
 def plot_privacy(results: dict[str, list[dict]], path: str, title: str = "") -> bool:
   """privacy.png for DP runs: epsilon(delta) against the round, and the test metric against
   epsilon (each evaluated round a point), mean over seeds. False (no file) without DP."""
+  if not any(r.get("dp_epsilon") is not None for runs in results.values() for run in runs
+             for r in run["records"]):
+    return False
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
