@@ -64,7 +64,8 @@ def _formulas(text: str) -> list[tuple[str, bool]]:
 
 
 def test_every_update_rule_renders_with_the_vendored_katex(tmp_path):
-  """Each formula of docs/update_rules.py goes through the KaTeX the site ships
+  """Each formula of docs/update_rules.py and docs/algorithm_notes.py (a default the notes
+  render as a power of ten) goes through the KaTeX the site ships
   (docs/assets/katex/katex.min.js) with throwOnError: a TeX typo fails here, not in a reader's
   browser. Needs node (skipped without it)."""
   import json
@@ -73,13 +74,15 @@ def test_every_update_rule_renders_with_the_vendored_katex(tmp_path):
     pytest.skip("node not installed")
   sys.path.insert(0, os.path.join(ROOT, "docs"))
   try:
-    from gen_algorithm_pages import rendered_rules
+    from gen_algorithm_pages import rendered_notes, rendered_rules
   finally:
     sys.path.pop(0)
   rules = rendered_rules()   # as the pages show them: placeholders filled from the code
   formulas = [(name, tex, display) for name, text in rules.items()
               for tex, display in _formulas(text)]
   assert len(formulas) >= 2 * len(rules)  # every rule has at least a little math
+  formulas += [(name, tex, display) for name, text in rendered_notes().items()
+               for tex, display in _formulas(text)]
   (tmp_path / "formulas.json").write_text(json.dumps(formulas))
   script = ("const katex = require(process.argv[1]);"
             "const items = JSON.parse(require('fs').readFileSync(process.argv[2]));"
