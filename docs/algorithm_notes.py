@@ -170,6 +170,7 @@ K = 50 local steps (E = 5 epochs of B = 50 capped at `args.K`), 10 of 100 client
 weights. The code averages BatchNorm running statistics with everything else; here only the
 parameters are averaged.
 
+Communication per sampled client: n1/n2 1 down (`w_hat`), 1 up; n3/n4 2 down (`w`, `m`), 1 up.
 Client compute: two forward/backward passes per step (n1/n2), one (n3/n4).
 """
 
