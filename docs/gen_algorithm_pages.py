@@ -1,6 +1,8 @@
 """Writes docs/algorithms/<name>.md for every registered algorithm (classification and minimax)
-and docs/algorithms/index.md, from the registry, the modules' docstrings (the update rules), the
-factories' signatures (defaults, ranges, docs) and the communication of each algorithm. Run after adding an algorithm:
+and docs/algorithms/index.md, from the registry, docs/update_rules.py (the update rules), the
+modules' docstrings (the rules' symbols and tested reductions), the factories' signatures
+(defaults, ranges, docs), the communication of each algorithm and docs/algorithm_notes.py
+(sources, paper vs code). Run after adding an algorithm:
 
     python docs/gen_algorithm_pages.py          # (re)writes the pages
     python docs/gen_algorithm_pages.py --check  # exit 1 if a page is missing or stale (tests)
@@ -18,6 +20,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from update_rules import RULES  # pylint: disable=g-import-not-at-top,wrong-import-position
+from algorithm_notes import NOTES  # pylint: disable=g-import-not-at-top,wrong-import-position
 OUT = os.path.join(ROOT, "docs", "algorithms")
 
 def _algorithms():
@@ -94,15 +97,24 @@ def _own_optimiser(declared) -> str:
   return "its own: " + ", ".join(f"`{k}` {json.dumps(declared[k].default)}" for k in own)
 
 
-def rendered_rules() -> dict[str, str]:
-  """Every algorithm's update rule with its placeholders filled (what the pages show)."""
+def _rendered(texts: dict[str, str]) -> dict[str, str]:
   classification, minimax = _algorithms()
   out = {}
-  for name, text in RULES.items():
+  for name, text in texts.items():
     declared = (classification[name].fields() if name in classification
                 else minimax.MINIMAX_ALGORITHMS[name].fields())
     out[name] = render_rule(text, {k: h.default for k, h in declared.items()})
   return out
+
+
+def rendered_rules() -> dict[str, str]:
+  """Every algorithm's update rule with its placeholders filled (what the pages show)."""
+  return _rendered(RULES)
+
+
+def rendered_notes() -> dict[str, str]:
+  """Every algorithm's sources and notes with their placeholders filled (what the pages show)."""
+  return _rendered(NOTES)
 
 
 def _rows(declared) -> dict:
@@ -139,15 +151,20 @@ def page(name: str, title: str, paper: str, module, rows: dict, comm, weighting=
             f"--config.algorithm.name={name}`"
             + (" (the bilinear test game; the other minimax tasks: `configs/minimax_*.py`)"
                if comm is None else "") + ".", ""]
+  if name in NOTES:
+    lines += ["## Sources and notes", "", render_rule(NOTES[name], defaults).strip(), ""]
   return "\n".join(lines)
 
 
 def build_pages() -> dict[str, str]:
   classification, minimax = _algorithms()
   missing = sorted(set(classification) | set(minimax.MINIMAX_ALGORITHMS))
+  unknown = sorted(set(NOTES) - set(missing))
   missing = [n for n in missing if n not in RULES]
   if missing:
     raise SystemExit(f"docs/update_rules.py has no update rule for {missing}")
+  if unknown:
+    raise SystemExit(f"docs/algorithm_notes.py has notes for unregistered {unknown}")
   pages = {}
   rows = ["# Algorithms", "",
           "Every registered algorithm, with its update rule, defaults and communication. "

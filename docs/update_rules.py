@@ -1,8 +1,9 @@
 """The "Update rule" section of every algorithm's docs page, as rendered math.
 
 `docs/gen_algorithm_pages.py` inserts `RULES[name]` under "## Update rule" of
-`docs/algorithms/<name>.md`; the module docstring (plain text, the long details: paper-vs-code
-history, defaults' sources) follows under "## Notes". Each entry is Markdown with TeX for
+`docs/algorithms/<name>.md`; the module docstring (plain text: the rule's symbols as the code
+names them, the tested reductions) follows under "## Notes", and `docs/algorithm_notes.py` (the
+sources, paper vs code) under "## Sources and notes". Each entry is Markdown with TeX for
 pymdownx.arithmatex in generic mode, rendered by the vendored KaTeX: inline math `$...$` (no
 space just inside the dollars), display math in `$$` blocks on lines of their own with a blank
 line before and after, KaTeX-supported macros only (tests/test_docs.py renders every formula

@@ -1,54 +1,28 @@
-"""FedGF (Lee and Yoon, "Rethinking the Flat Minima Searching in Federated Learning", ICML 2024,
-PMLR 235:27037-27071): local SAM steps pulled towards a perturbed global model, by a weight `c`
-that the server adapts to the clients' divergence.
+"""FedGF (Lee and Yoon, "Rethinking the Flat Minima Searching in Federated Learning", ICML 2024):
+local SAM steps pulled towards a perturbed global model, by a weight `c` that the server adapts
+to the clients' divergence.
 
-Only the paper's abstract and first page could be read (not Algorithm 1 in its Appendix C nor
-its tables; the proceedings page proceedings.mlr.press/v235/lee24aa.html gives the abstract),
-so the rule is the authors' code: hwan-sig/Official-FedGF @ 36233b7 (2024-06-21),
-`fedlab/contrib/algorithm/fedgf.py` (server L21-70, client L80-135), `minimizers.py`
-(`SAM.ascent_step` L50-69), `fedavg.py` L15-21 (aggregation), `basic_client.py` L119-137
-(spec `new_algorithms.md` Part 2, 1).
+Server state: `w`, the perturbed global model `w~` (unused until the first update), the weight
+`c` (0 at the start) and a window of the last `W` divergence flags. Round t, the server sends
+`(w^t, w~^t, c)`; client m starts from `w^t` with a fresh SGD (`momentum`, `weight_decay`) and
+on each batch b (the same batch for both passes):
 
-Server state: `w`, the perturbed global model `w~` (unused until the first update), the
-weight `c` (0 at the start) and a window of the last `W` divergence flags. Round t, the server
-sends `(w^t, w~^t, c)` (two vectors and a scalar); client m starts from `w^t` with a fresh SGD
-and on each batch b (the same batch for both passes):
+    g   = grad L(w; b),   w_a = w + rho g / (||g|| + eps)      (core.sam)
+    w_p = c w~^t + (1 - c) w_a
+    w  <- w - eta opt(grad L(w_p; b))
 
-    g   = grad L(w; b),   w_a = w + rho g / (||g|| + 1e-12)     (core.sam; the code: + 1e-16)
-    w_p = c w~^t + (1 - c) w_a                                    (fedgf.py L134)
-    w  <- w - eta (grad L(w_p; b) + weight_decay w)              (SGD, momentum 0)
-
-It keeps nothing and uploads `Delta_m = w^t - w_m` (the code uploads `w_m`; the same
-information). Server, in the code's order (`global_update`, L37-70):
+It keeps nothing and uploads `Delta_m = w^t - w_m`. Server, in this order:
 
     D_t      = mean over the cohort of ||w^t - w_m||   (unweighted, real clients only)
     window  <- the last W of its entries followed by 1[D_t > T_D];   c = mean(window)
-    w^{t+1}  = w^t - sum_m p_m Delta_m                   (FedAvg; p_m = n_m / sum n)
-    w~^{t+1} = w^{t+1} + g_rho Delta / (||Delta|| + 1e-12),   Delta = w^t - w^{t+1}
+    w^{t+1}  = w^t - sum_m p_m Delta_m                   (FedAvg)
+    w~^{t+1} = w^{t+1} + g_rho Delta / (||Delta|| + eps),   Delta = w^t - w^{t+1}
 
-`c` takes the values 0, 1/L, ..., 1 with L = min(t + 1, W) entries in the window; every
-round's record in metrics.jsonl has `gf_divergence` (D_t) and `gf_c` (the c it set for round
-t + 1), which is how to choose T_D for a model (its scale is the model's). In round 0
-`c = 0`, so the round is a FedSAM round (the code's `w~ = None` branch gives the same). The
-code's global perturbation has no epsilon (0/0 = NaN when Delta = 0); 1e-12 here, so a zero
-Delta leaves `w~ = w`. Maintainer (issue hwan-sig/Official-FedGF#2): "If the c value is close
-to 0, it operates as FedSAM, and if it is close to 1, it operates as fedgf."
-
-Defaults and their sources: rho 0.05 (the example script's grid {0.02, 0.05, 0.1}); g_rho =
-rho when unset (`tools/Lib/algorithms.py` L95-96); W 30 (`tools/experiments/cifar.sh`); T_D
-0.2. The parser defines no default for T_D, and the example script passes `--c_o` with
-{0.2, 0.3} instead, a flag the parser does not define (so the script as written stops at
-argparse); the most plausible reading (followed in hwan-sig/Official-FedGF#2) is that this is the
-`T_D` grid, and its first value is the default here. Client: SGD with momentum 0 and weight
-decay 4e-4 (the parser's defaults), constant learning rate (`tools/main.py` has no decay: set
-`local.lr_decay = 1` to match). The code shares one optimiser object across clients and rounds;
-with momentum 0 that has no effect, and a momentum buffer carried from client to client would
-be an artefact, so here every client starts with a fresh optimiser state. `T_D` compares with
-a distance in parameter space, so its scale depends on the model, the learning rate and K.
-
+rho = `rho`, g_rho = `g_rho` (None: rho), T_D = `T_D`, W = `W`, eps = `core.tree.NORM_EPS`.
+Each round's record has `gf_divergence` (D_t) and `gf_c` (the c set for round t + 1): T_D is a
+distance in parameter space, so its scale is the model's, the learning rate's and K's.
 Reductions (tested): c = 0 (T_D above every divergence) is FedSAM with the same client
-optimiser and rho, exactly; rho = 0 as well is FedAvg. Communication: 2 down (w, w~) plus c,
-1 up. Client compute: two forward/backward passes per step.
+optimiser and rho, exactly; so is round 0.
 """
 from __future__ import annotations
 

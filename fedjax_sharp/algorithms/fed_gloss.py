@@ -14,33 +14,13 @@ Round t:
             D~     = sum_k p_k (w~ - w_k)                                # pseudo-gradient at w~
             w     <- w - eta_s D~ - beta sigma                          # from the UNperturbed w
 
-(The seed's Algorithm 1 line 19 writes `w^t` in the dual update; the authors' corrected figure
-and code use `w~`, as here.) The ADMM terms are FedDyn's with `alpha = 1/beta`
-(`fedjax_sharp.core.dyn`): with `rho_s = 0` FedGloSS is FedDyn(alpha = 1/beta) with anchor
-`w^t`, and with `admm=False` and `rho_s = 0` it is FedAvg (SGD clients) or FedSAM (SAM clients)
-exactly (tested).
-
-Radii are schedules of the round (`fedjax_sharp.core.schedules.linear_ramp`, Appendix C.2):
-`rho_0 = 0.001` ramping linearly to `rho` (server) and `rho_l` (clients) over the first `T_s`
-rounds, constant afterwards (`T_s = 0`: constant from the start).
-
-Options reproducing the authors' code (`codebase/fedgloss_server.py`), off by default:
-  dual_scale='code'      the server dual's sum divided by `beta * M * |S_t|` (line 68): a
-                         |S_t|-times smaller dual than the paper's `beta * M`;
-  server_schedule='code' the server radius `rho_l + (rho - rho_0)/T_s` during the ramp, `rho`
-                         after it (`core.schedules.fedgloss_code_server_rho`);
-  refresh_per_epoch=True the local dual and the prox anchor refreshed once per local epoch.
-                         The spec expected this to matter for E > 1; it does not: the step
-                         g - (sigma_k - (w_e - w~)/beta) + (w - w_e)/beta equals the paper's
-                         g - sigma_k + (w - w~)/beta, and so does the final dual (tested equal
-                         up to float rounding).
-
-NaiveFedGloSS (`naive=True`, Table 6; our reading of Section 5.1.1): two exchanges per round
-with the same cohort. Exchange 0 sends `w`; clients train (same local step, anchored at `w`, no
-dual update) and return updates that only form `D = sum_k p_k (w - w_k)`. Exchange 1 sends
-`w~ = w + rho_s(t) D / ||D||` (the current round's true pseudo-gradient) and runs the FedGloSS
-round above. Communication 2 down / 2 up; FedGloSS 1 / 1.
-Paper settings: docs/reproducing.md and configs/fedgloss_table3.py.
+rho_s(t), rho_l(t): `rho`, `rho_l`, reached by a linear ramp from `rho0` over `ramp_rounds`
+(`core.schedules.linear_ramp`); beta = `beta`, eta_s = `eta_s`. NaiveFedGloSS (`naive=True`)
+first sends `w` to the same cohort (same local step anchored at `w`, no dual update) to form the
+current round's D = sum_k p_k (w - w_k), then runs the round above with w~ along D: 2 down, 2 up.
+Reductions (tested): the ADMM terms are FedDyn's with alpha = 1/beta (`core.dyn`): rho_s = 0 is
+FedDyn(alpha = 1/beta) with anchor w^t; admm=False and rho_s = 0 is FedAvg (SGD clients) or
+FedSAM (SAM clients) exactly; `refresh_per_epoch=True` is the paper's step up to float rounding.
 """
 from __future__ import annotations
 

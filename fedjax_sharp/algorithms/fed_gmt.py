@@ -8,32 +8,21 @@ local optimiser and receives `w^t` and `e^t`:
     local step: the local optimiser (momentum, weight decay) is fed  grad L_m(w_{m,k}) - u_m
     after K_m steps: u_m <- u_m - (1/beta) (w_{m,K} - w^t);  upload Delta_m = w_{m,K} - w^t
 
-KL is "batchmean" over the real examples, the EMA (teacher) is frozen: one extra forward of
-`e`, no extra backward. The `tau^2` factor is the usual distillation scaling (option
-`tau_squared`; the paper's Eq. (9) writes `gamma * l_KL` without saying how the temperature
-enters). Server, in the paper's order (`M` all clients, `p_m` the engine's weights):
+KL is "batchmean" over the real examples; the EMA (teacher) is frozen: one extra forward of
+`e`, no extra backward. Server (`M` all clients, `p_m` the engine's weights):
 
     u       <- u - (1/(beta M)) sum_{m in N_t} (w_{m,K} - w^t)
     w^{t+1}  = sum_m p_m w_{m,K} - beta u
     e^{t+1}  = alpha e^t + (1 - alpha) w^{t+1}
 
-(Algorithm 1 averages uniformly, 1/|N_t|: use `aggregation='uniform'` to reproduce it.)
-
-Bookkeeping 'authors' (their public code; equal to 'paper' up to float rounding): each client
-keeps `D_m = sum over its rounds of (w_{m,K} - w^t)` (u_m = -D_m / beta), the local loss gets
-`+ (1/beta) <w, D_m>` (so the same `grad - u_m` reaches the optimiser), and the server keeps
-`S = sum_{all m} D_m` (u = -S / (beta M)) and sets `w^{t+1} = avg + S / M`.
-`admm=False` (ablation of Table 3): `u_m = u = 0` always, plain averaging.
-
-FedGMT-v2 (communication-efficient, Section 3.3): only `w^t` goes down; every client keeps its
-own EMA `e_m` in the client table and on arrival sets `e_m <- alpha e_m + (1 - alpha) w^t`
-(Algorithm 1, line 7) before training with it. Before its first participation `e_m` is the
-first global model the client receives ('first_received', so the first update gives w^t) or
-`w^0` ('w0'). Default alpha = 0.5 (paper Section 4.1 / Table 7).
-
-Communication per sampled client: FedGMT 2 down (w, e), 1 up; FedGMT-v2 1 down, 1 up.
-Defaults (paper Section 4.1 and Table 7): gamma = 1, tau = 3, alpha = 0.95 (v2: 0.5),
-beta = 10 (100 for AG News).
+gamma, tau, alpha, beta: the fields of those names. `tau_squared=False` drops tau^2;
+`admm=False` keeps u_m = u = 0; `bookkeeping='authors'` keeps D_m = -beta u_m and
+S = -beta M u instead. FedGMT-v2 sends only `w^t`: each client keeps its own EMA `e_m` in the
+client table and on arrival sets e_m <- alpha e_m + (1 - alpha) w^t before training with it
+(`v2_ema_init`: what e_m is before the client's first participation).
+Reductions (tested): gamma = 0 and admm=False is FedAvg; gamma = 0 is FedDyn(alpha = 1/beta)
+without its proximal term; FedGMT-v2 with alpha = 0 is FedGMT with alpha = 0; the two
+bookkeepings agree up to float rounding.
 """
 from __future__ import annotations
 

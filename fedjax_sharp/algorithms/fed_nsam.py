@@ -1,80 +1,26 @@
-"""FedNSAM (Liu, Shang, Tian, Liu, Liu, "FedNSAM: Consistency of Local and Global Flatness for
-Federated Learning", arXiv:2602.23827v1, 2026): global Nesterov momentum with local SAM.
+"""FedNSAM (Liu et al., "FedNSAM: Consistency of Local and Global Flatness for Federated
+Learning", 2026): global Nesterov momentum with local SAM.
 
-Only the paper's abstract could be read (the stored copies of arxiv.org/abs/2602.23827 and of
-its HTML version reach the abstract and the first lines of the introduction, not the algorithm
-box, the hyperparameters or the tables): FedNSAM "introduc[es] global Nesterov momentum into the
-local update" and "uses the global Nesterov momentum as the direction of local estimation of
-client global perturbations and extrapolation". The rule is therefore the authors' code; the
-default is their HEAD code, and the repositories' other versions are the `variant` option. The
-same authors cite the work as "Consistency of local and global flatness for federated learning",
-Proc. 33rd ACM International Conference on Multimedia (ACM MM 2025), pp. 3875-3883, doi
-10.1145/3746027.3755226 (the reference lists of their later papers); that version was not read
-either.
-Sources (spec `new_algorithms.md` C): junkangLiu0/FedSWA @ f725be9 (`main_FedSWA.py`),
-junkangLiu0/FedNSAM @ c3c9e90 (`main_FedNSAM.py`, `optimizer/Nesterov.py`) and @ d41b5e6
-(`new_NSAM.py`, July 2025).
+Server state: `w` and the momentum `m` (`m^0 = 0`); clients keep nothing. variant='n2'
+(default): the server sends the extrapolated start `w_hat = w^t + gamma m^t`; client m starts
+from `y_0 = w_hat` with a fresh SGD (`momentum`, `weight_decay`) and takes K local SAM steps:
 
-Server state: `w` and the server momentum `m` (`m^0 = 0`). Client state: none.
+    g = grad L(y_k; b),  e = rho g / (||g|| + eps)                    (core.sam)
+    y_{k+1} = y_k - eta_t opt(clip(grad L(y_k + e; b), C))            (global L2 norm)
 
-variant='n2' (default; the authors' HEAD code, `main_FedSWA.py` `update_NSAM` L1096-1130 and
-`apply_weights_avgACG` L1317-1338). The server sends the extrapolated start `w_hat = w^t +
-gamma m^t` (one vector; the code sends `w` and `m` and adds them on the client, L1102). Client
-m starts from `y_0 = w_hat` and takes K local SAM steps with a fresh SGD:
-
-    g = grad L(y_k; b),  e = rho g / (||g|| + 1e-12)            (core.sam; sam.py L19-25)
-    g_s = clip(grad L(y_k + e; b), clip_norm)                   (global L2 norm, L1123)
-    y_{k+1} = y_k - eta_t (g_s + weight_decay * y_k)            (SGD, momentum 0, L1106)
-
-and uploads `Delta_m = y_K - w_hat` (from the extrapolated start, L1129). Server:
+and uploads `Delta_m = y_K - w_hat`. Server:
 
     Delta = sum_m p_m Delta_m,   m^{t+1} = gamma m^t + Delta,   w^{t+1} = w^t + m^{t+1}
 
-(L1325-1336; `m^1 = Delta` in round 0, which is this with `m^0 = 0`). Equivalently
-`w^{t+1}` is the average of the clients' endpoints and `m^{t+1} = w^{t+1} - w^t`.
-
-variant='n1' (`main_FedNSAM.py` as written, L1355-1374): the same client, but the server's
-loop reads the mean delta where the old momentum was meant (`momen_m[k] = gamma * v +
-sum_weights[k]` over `sum_weights.items()`), so `m^{t+1} = (1 + gamma) Delta` for t >= 1
-(`m^1 = Delta` in round 0, `momen_m == {}`), `w^{t+1} = w^t + m^{t+1}`. It looks unintended:
-the same file keeps the recursive form as the unused `apply_weights_avgACG2`.
-
-variant='n3' (July 2025, `new_NSAM.py` `update_FedNesterov` L1842-1863 with the July
-`optimizer/Nesterov.py` L24-59): no SAM ascent and no start extrapolation. The server sends
-`(w^t, m^t)` (two vectors); `y_0 = w^t` and every step takes the gradient at the Nesterov point
-
-    y_{k+1} = y_k - eta_t (grad L(y_k + gamma m^t; b) + weight_decay * y_k)
-
-with no clipping; upload `y_K - w^t`; the server is n2's (L957-976). `rho` is unused (its
-term is commented out, L56). Read from the code, not run: under PyTorch >= 2.0 `zero_grad`
-sets gradients to None and the July optimizer then skips the extrapolation; this is the
-intended reading (extrapolation applied).
-
-variant='n4' (the HEAD `optimizer/Nesterov.py` `first_step` L24-59, `e_w` L56, called by no
-HEAD script; the one closest to the abstract): n3's loop with the gradient taken at
-
-    y_k + gamma m^t - rho m^t / (||m^t|| + 1e-7)
-
-i.e. Nesterov extrapolation along the global momentum and a SAM-type perturbation along
-`-m/||m||`, one gradient per step. The round loop around it is n3's (its July caller), our
-composition: no script runs it.
-
-Defaults, all from the HEAD code (the paper's are unknown): gamma 0.85 (client extrapolation
-hard-coded at L1099, server momentum at L1319; one field here, both N2 values equal); rho 0.05
-(hard-coded at L1100: the README's `--rho` is ignored by the workers); client SGD with
-momentum 0 and coupled weight decay 1e-3; clipping of the SAM gradient at global norm 10
-(n1/n2; n3/n4 have none: `clip_norm=None` takes the variant's). The clip is PyTorch's
-`clip_grad_norm_`, the code's (`core.optimizers.clip_by_global_norm`: `max / (norm + 1e-6)`,
-capped at 1). Not part of the algorithm and left to the config: the round learning
-rate (HEAD: cosine `0.5 eta_0 (1 + cos(pi t / T))` over T = 301 rounds, eta_0 = 0.1; July:
-`eta_0 0.998^(t+1)`), K = 50 local steps (E = 5 epochs of B = 50 capped at `args.K`), 10 of
-100 clients, uniform weights. The code averages BatchNorm running statistics with everything
-else; here only the parameters are averaged.
-
-Reductions (tested): `rho = 0`, `gamma = 0` and `clip_norm = 0` (FedAvg has no clipping) is FedAvg
-with the same client optimiser exactly; round 0 (m = 0) is a FedSAM round. Communication: n1/n2 1
-down (w_hat), 1 up; n3/n4 2 down (w, m), 1 up. Client compute: two forward/backward passes per step
-(n1/n2), one (n3/n4).
+so `w^{t+1}` is the average of the clients' endpoints and `m^{t+1} = w^{t+1} - w^t`.
+variant='n1': the same client; the server sets m^{t+1} = (1 + gamma) Delta for t >= 1.
+variant='n3': the server sends (w^t, m^t); y_0 = w^t and each step, with no SAM ascent and no
+clipping, is y_{k+1} = y_k - eta_t opt(grad L(y_k + gamma m^t; b)); upload y_K - w^t; n2's
+server. variant='n4': n3 with the gradient at y_k + gamma m^t - rho m^t / (||m^t|| + eps4).
+rho = `rho`, gamma = `gamma` (the extrapolation and the server momentum), C = `clip_norm`
+(None: the variant's); eps = `core.tree.NORM_EPS`, eps4 = `N4_NORM_EPS`.
+Reductions (tested): rho = 0, gamma = 0 and clip_norm = 0 is FedAvg with the same client
+optimiser exactly; round 0 (m = 0) is a FedSAM round.
 """
 from __future__ import annotations
 

@@ -1,82 +1,28 @@
-"""FedSWA and FedMoSWA (Liu, Liu, Shang, Liu, Liu, Feng, ICML 2025, "Improving Generalization
-in Federated Learning with Highly Heterogeneous Data via Momentum-Based Stochastic Controlled
-Weight Averaging"; PMLR 267:38894-38939, arXiv:2507.20016).
+"""FedSWA and FedMoSWA (Liu et al., ICML 2025, "Improving Generalization in Federated Learning
+with Highly Heterogeneous Data via Momentum-Based Stochastic Controlled Weight Averaging").
 
 FedSWA averages no client weights: its "SWA" is a cyclic local learning rate, restarted every
 round and decayed linearly within it from eta to rho * eta, plus a LookAhead-style server step.
 Client m of round t starts from y_0 = w^t with a fresh optimiser and takes K = K_m steps:
 
-    eta_k   = s * eta_t * (1 - (1 - rho) k / K)          = s eta_t ((1 - k/K) + rho k/K)
+    eta_k   = s * eta_t * (1 - (1 - rho) k / K)
     y_{k+1} = y_k - eta_k * opt(clip(g(y_k)) [- c_i + m])     k = 0 .. K - 1
-    upload  Delta_m = w^t - y_K          (the code's delta with the opposite sign)
+    upload  Delta_m = w^t - y_K;   server  w^{t+1} = w^t - alpha * sum_m p_m Delta_m
 
-    server  w^{t+1} = w^t + alpha * sum_m p_m (y_{m,K} - w^t)  (alpha > 1 extrapolates)
+`eta_t` is the round's client learning rate, `s` the variant's peak factor, `p_m` the engine's
+weights; k counts the client's real steps, so ragged clients each run their own schedule.
+FedMoSWA adds SCAFFOLD's control variates with a momentum on the server's (the bracket; client
+i keeps c_i in the engine's client table, the server keeps m; both 0 at start). Option II with
+the round's own step sum (`scaffold.option_ii_control_delta`):
 
-`eta_t` is the round's client learning rate (`local.lr` decayed per round), `s` the variant's
-peak factor (below), `p_m` the engine's aggregation weights (uniform 1/|N_t| in the paper and
-the code, whose clients all hold n_m = 500 examples: use `aggregation='uniform'` for the paper's
-mean). The step index k counts the client's real steps (masked steps advance nothing), so
-ragged clients each run their own schedule over their own K_m.
+    S_i = sum_k eta_k,   c_i^+ = c_i - m + (w^t - y_K) / S_i,   upload (w^t - y_K, c_i^+ - m)
+    server  m <- m + gamma * (1/|N_t|) sum_{i in N_t} (c_i^+ - m)
 
-FedMoSWA adds SCAFFOLD's control variates with a momentum on the server's (the bracket above;
-clients indexed by i as in the paper, m being the server's control). The server keeps w and m
-(0 at start), client i keeps c_i (0 at start, the engine's client table, keyed by client id).
-After its K_i steps the client applies option II with the round's own step sum
-(`scaffold.option_ii_control_delta`):
-
-    S_i     = sum_k eta_k = s eta_t (K_i (1 + rho) + (1 - rho)) / 2
-    c_i^+   = c_i - m + (w^t - y_K) / S_i,   keeps c_i^+,
-    upload  (w^t - y_K,  c_i^+ - m)
-    server  m <- m + gamma * (1/|N_t|) sum_{i in N_t} (c_i^+ - m)      (a uniform cohort mean)
-            w^{t+1} = w^t + alpha * sum_i p_i (y_{i,K} - w^t)
-
-Reductions (tests/test_fed_swa.py): FedSWA with rho = 1 and alpha = 1 is FedAvg; FedMoSWA
-with full participation, gamma = 1, rho = 1 and alpha = 1 is SCAFFOLD (option II, the server
-state equal to SCAFFOLD's: m = mean c_i^+ = SCAFFOLD's c); its first round (zero controls)
-is FedSWA's.
-
-Local optimiser (both algorithms, their own block fields, not `config.local`'s): SGD with
-momentum 0, coupled weight decay 1e-3 (`d = g + 1e-3 y`), and the raw gradient clipped to
-global L2 norm 10 before the control correction is added (PyTorch's `clip_grad_norm_`, which
-the authors' code calls between `backward()` and its edits of `.grad`; the decay term is not
-clipped). Sources: junkangLiu0/FedSWA `main_FedSWA.py` @ f725be9 (HEAD) L840/848/967 (SGD,
-weight_decay 1e-3, no momentum), L855/983 (clip 10); `main.py` @ 6f3e52c (ICML release) L2153,
-L2161.
-
-Variants (`variant`; the fields left None take the variant's value):
-
-- 'paper' (default): the rule above with s = 1; FedSWA rho = 0.1, alpha = 1.5; FedMoSWA also
-  gamma = 0.2 and the momentum rule from round 0 (m^0 = 0). Paper values are second-hand: the
-  paper's Algorithm 1 and Section 6.1 as transcribed by secondary sources (a paper-notes
-  summary, a third-party design note and a re-implementation's tests; spec
-  `new_algorithms.md` [P2]). The ICML release `main.py` implements the same FedSWA schedule
-  (L2147-2163) and server step (L1641, `--alpha`).
-- 'code': the authors' HEAD code (`main_FedSWA.py` @ f725be9). FedSWA (`update_FedSWA`,
-  L837-862): s = 2 (L848, the optimiser is rebuilt with lr*2 before every step) and rho = 0
-  (hard-coded, L842; `--rho` is ignored), so eta_k = 2 eta_t (1 - k/K); server alpha = `--lg`
-  = 1 (L1378). FedMoSWA (`--alg MoFedSWA` dispatches `update_scafplus`, L957-1005): a constant
-  in-round rate (rho = 1: S_i = K_i eta_t; L996 divides by the step cap `--K` times eta_t,
-  the same when every client runs its K steps), s = 1, server alpha = 1 (L1419), gamma = 0.4
-  hard-coded (L1408; `--gamma` is unused) and gamma = 1 in the first round (m = mean c^+,
-  L1399-1402). Setting rho with 'code' gives the code's rule with that schedule, which the
-  code itself never runs.
-
-Not reproduced from the code, by decision:
-- FedMoSWA's control variates keyed by worker slot. In the HEAD code `c_i` is an attribute of
-  the Ray actor (a cohort slot): it is saved to `c_dict[index]` (L1003-1004) but read back
-  from `ci_dict` (L478-481), which is never written, so each slot reuses the c^+ of whichever
-  client it served last; the ICML release reloads it only when a client returns to the same
-  actor (L1938-1944). The paper's c_i, the code's evident intent and the JAX engine's client
-  table are per client id; both variants key c_i by client id (spec B.2/B.6 item 6).
-- The round learning-rate schedule (HEAD: cosine over the rounds, L1796-1800; ICML: x0.998 per
-  round, L3301) is `config.local.lr_decay`'s, not the algorithm's.
-- The ICML release's FedMoSWA (`FedSWAS`) divides by K eta_t (1 + rho)/2 (L2218-2222) rather
-  than S_m; the [H-SWA] code runs a step cap `--K` (the config's `local.steps` here); BatchNorm
-  buffers inside the deltas do not arise (the library's models keep no running statistics).
-- The paper (arXiv:2507.20016) itself could not be read: the stored copies give its abstract
-  only. Its Algorithm 1, hyperparameters and tables here are second-hand (spec [P2]).
-
-Communication per sampled client: FedSWA 1 down, 1 up; FedMoSWA 2 down (w, m), 2 up.
+opt: SGD with the block's `momentum` and coupled `weight_decay`; clip: the raw gradient's global
+L2 norm capped at `clip_norm`, before the control correction. `variant` ('paper', 'code') sets
+s and the fields left None (`FEDSWA_PRESETS`, `FEDMOSWA_PRESETS`).
+Reductions (tested): FedSWA with rho = 1 and alpha = 1 is FedAvg; FedMoSWA with full
+participation, gamma = rho = alpha = 1 is SCAFFOLD (option II); its first round is FedSWA's.
 """
 from __future__ import annotations
 

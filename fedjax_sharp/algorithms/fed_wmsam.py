@@ -1,90 +1,28 @@
 """FedWMSAM (Li, Huang, Jiang, Liu, Xie, Du, Wang, Wu; NeurIPS 2025): weighted momentum + SAM.
 
-Server state: `x^r`, the momentum `Delta` (gradient units, 0 at start), the SCAFFOLD-style global
-control `c` (0), the mixing weight `alpha_r` (`alpha`, 0.1) and, per client, the control `c_k`
-(0; the authors' server keeps this table, here it is the engine's client table). Round r, client
-k receives `x^r` and its personalized momentum (2 model-sized vectors down)
+Server state: `x^r`, the momentum `Delta` (gradient units), the SCAFFOLD-style global control `c`,
+the mixing weight `alpha_r` (starting at `alpha`) and, per client, the control `c_k` (the engine's
+client table; vectors 0 at start). Round r, client k receives `x^r` and its personalized momentum
+`m_k = Delta + (c - c_k) alpha_r / (1 - alpha_r)` and from `x_0 = t_0 = x^r`, on each batch b:
 
-    m_k = Delta + (c - c_k) alpha_r / (1 - alpha_r)
+    delta_b = t_b - x_b;   e_b = rho delta_b / (||delta_b|| + eps)     # variant='paper'
+    G       = clip(alpha_r grad f_k(x_b + e_b; b) + (1 - alpha_r) m_k,  C)   # global L2 norm
+    x_{b+1} = x_b - eta_r opt(G);   t_{b+1} = t_b + m_k
 
-and from `x_0 = x^r`, `t_0 = x^r`, on each batch b (one backward pass per step):
-
-    delta_b = t_b - x_b                                  # = x^r + b m_k - x_b
-    e_b     = +rho delta_b / (||delta_b|| + 1e-7)        # variant 'paper' (0 at b = 0)
-    G       = clip(alpha_r grad f_k(x_b + e_b; b) + (1 - alpha_r) m_k,  10)   # global L2 norm
-    x_{b+1} = x_b - eta_r opt(G)                         # SGD, momentum 0, weight decay 1e-3
-    t_{b+1} = t_b + m_k
-
-and uploads `Delta_k = x_K - x^r` (1 vector up). The server, with the previous round's `Delta`:
+and uploads `Delta_k = x_K - x^r`. The server, with the previous round's `Delta`:
 
     value_k = cos(Delta_k, Delta) + 1   (0 when ||Delta_k|| ||Delta|| = 0)
-    alpha   <- (1 - lambda) alpha + lambda clip(mean_k value_k, 0.1, 0.9)     # lambda = 0.01
-    c_k     <- c_k - c - Delta_k / (K_k eta_r),   c <- c + (1/M) sum_k (c_k^+ - c_k)  (SCAFFOLD
-               option II: `scaffold.option_ii_control_delta`, `scaffold.server_control_update`)
-    Delta   <- 0.998 sum_k p_k (x^r - x_K) / (K_k eta_r)                      # momentum_decay
-    x^{r+1} = ServerOpt(x^r; sum_k p_k (x^r - x_K))      # sgd(eta_g = 1): x^r + mean Delta_k
+    alpha   <- (1 - lambda) alpha + lambda clip(mean_k value_k, ALPHA_HAT_BOUNDS)
+    c_k, c  <- SCAFFOLD option II with the step sum K_k eta_r (`scaffold`)
+    Delta   <- gamma sum_k p_k (x^r - x_K) / (K_k eta_r)
+    x^{r+1} = ServerOpt(x^r; sum_k p_k (x^r - x_K))
 
-so round r+1 uses the new alpha both in `m_k` and in the client's mix. `eta_r` is the round's
-client learning rate (`local.lr * local.lr_decay**r`, 0.998 in the authors' code, the library's
-default). `mean_k value_k` is uniform over the cohort (the code's `np.mean`); `p_k` are the
-engine's weights (uniform in the code, `torch.mean`; equal with `data.weighting='uniform'` or
-equal client sizes). `K_k` is the client's real step count (the code: `local_epochs * n_0 / B`
-from client 0's size, the same when clients are equal). Clipping is torch's
-`clip_grad_norm_`, the code's (`core.optimizers.clip_by_global_norm`: `G max / (||G|| + 1e-6)`
-above the bound). Cohorts are the engine's (fixed size, uniform without replacement); the code
-draws each client with probability `active_ratio` (server.py L66-76), so its cohort size varies.
-
-Sources. Code: `Huang-Yongzhi/NeurlPS_FedWMSAM` @ a922a1d5c485e446722c6e82a845f3e77f22f3a4:
-`client/fedwmsam.py` L9-46 (loss `alpha CE + (1-alpha) <w, m_k>`, its gradient
-`(1-alpha) m_k` exactly; clip L36, SGD L19/L37, `target_model += momentum_list` L38),
-`optimizer/WMSAM.py` L26-75 (perturbation, restore), `server/FedWMSAM.py` L32-45 (m_k), L47-65
-(alpha, c, Delta, x), L67-84 (value, c_k), `server/server.py` L79-80 and L195-224 (the round,
-lr decay after the server update), `train.py` (defaults: rho 0.1, alpha 0.1, lr 0.1, lr_decay
-0.998, weight decay 1e-3, global lr 1, 5 epochs, batch 50). Paper: arXiv:2511.22080 (OpenReview
-75JiIa0fU1); arXiv's page gives the abstract and introduction only, but the whole camera-ready
-text could be read from a markdown copy in a public repository (its equations 1 and 3-5 were
-not legible there). Algorithm 1 (sec. 4.2): the client rule above with the 'paper' sign
-(`delta = (x^r + b m_k) - x_b`, gradient at `x_b + rho delta/||delta||`, `v = alpha_r g +
-(1 - alpha_r) m_k`, `x_{b+1} = x_b - eta_l v`), alpha_0 = 0.1, alpha kept in [0.1, 0.9) and
-smoothed with lambda (0.01 in its appendix B), c_k and c updated "SCAFFOLD-inspired"; sec. 4.2.3
-computes alpha from the similarity of the global momentum and each client's personalized
-momentum (the code: cos(Delta_k, Delta) + 1; the paper's formula was not legible). Sec. 5.1: 100
-clients, 10% per round, batch 50, eta_l 0.1, eta_g 1, 5 local epochs, 500 rounds, Dir(0.1) by
-default; an MLP on Fashion-MNIST, ResNet-18 on CIFAR-10, ResNet-34 on CIFAR-100; rho = 0.01 for
-FedWMSAM (and FedSAM, FedGAMMA, FedLESAM; 0.1 for FedSMOO and MoFedSAM). No weight decay,
-gradient clipping or learning-rate decay is mentioned. The paper's rho is the default here; the
-code's 0.1 is `rho=0.1`.
-
-Paper vs code (`variant`): the paper and its poster perturb along `+rho delta/||delta||` ('paper',
-the default). The code (WMSAM.py L26-54) indexes the flat vector `delta` with the index of each
-parameter tensor, so tensor i (of P) is shifted by the one scalar `-rho d_i / (sum_{j<P} |d_j| +
-1e-7)`, `d` the flattened `delta` ('code_exact'; the flat order here is the pytree's leaf order,
-each leaf row-major, not PyTorch's parameter order, so the P entries read differ from the authors'
-model); 'code_intended' is `-rho delta/(||delta||+1e-7)`, the code's sign without the indexing bug.
-As `m_k` has a gradient's sign, `t_b` runs ahead uphill and the paper's sign perturbs uphill
-(SAM-like). Other differences, where this module follows the code: Algorithm 1 (and the poster's
-motivation panel) writes `x_{r+1} = x_r - eta_g Delta_{r+1}` with `Delta_{r+1} = sum Delta_k /
-(eta_l |P_r|)` (the code: plain averaging, Delta divided by K and scaled by 0.998); the poster's
-alpha-hat is the mean cosine (the code adds 1, and lambda = 0.01 is hard-coded); the poster's
-global control is `c + sum Delta_k / (eta B |P_r|)` (the code: SCAFFOLD's `(1/M) sum (c_k^+ -
-c_k)`). Gradient clipping at 10 and weight decay 1e-3 are the code's, in neither the paper nor the
-poster; here they are this algorithm's own defaults (`max_grad_norm`, `weight_decay`:
-`local.weight_decay` and `local.momentum` are not used).
-
-Reductions (tested): `rho = 0`, `alpha_smoothing = 0` (alpha frozen), `control_variates = False`
-(m_k = Delta), `momentum_decay = 1` is the registered `fedcm` with `beta = alpha` (FedCM's
-client loss `alpha CE + (1-alpha)<w, Delta>` and momentum `mean(x^r - x_K)/(K eta)`, as the
-authors' `client/fedcm.py` and `server/FedCM.py`) while the clip is inactive.
-
-What a run would have to reproduce (the paper's Table 1, "after 500 rounds", test accuracy;
-the code prints the maximum over rounds; the settings of sec. 5.1): Fashion-MNIST (MLP) Dir 0.6 /
-Dir 0.1: 0.8756 / 0.8464 (FedAvg 0.8684 / 0.8226, FedSAM 0.8683 / 0.8261, FedSMOO 0.8846 /
-0.8337); CIFAR-10 (ResNet-18) Dir 0.6 / Dir 0.1 / Path 6 / Path 3: 0.8356 / 0.7664 / 0.8443 /
-0.7446 (FedAvg 0.7886 / 0.7005 / 0.7873 / 0.6426); CIFAR-100 (ResNet-34) Dir 0.6 / Dir 0.1 /
-Path 20 / Path 10: 0.4908 / 0.4646 / 0.4786 / 0.4383 (FedAvg 0.3917 / 0.3815 / 0.3968 /
-0.3631). Table 6 (CIFAR-10 Dir 0.1): rho 0.005 / 0.01 / 0.05 / 0.1 / 0.5 gives 0.7659 / 0.7664
-/ 0.7563 / 0.7244 / 0.5905. Not reproduced here (the paper's normalisation layers are not
-stated).
+rho = `rho`, lambda = `alpha_smoothing`, gamma = `momentum_decay`, C = `max_grad_norm`, eps =
+`PERTURBATION_EPS`; opt: SGD with the block's `momentum` and `weight_decay`. 'code_intended'
+perturbs along -e_b; 'code_exact' shifts tensor i by -rho d_i / (sum_{j<P} |d_j| + eps), d the
+flattened delta_b (the authors' indexing).
+Reductions (tested): rho = 0, alpha_smoothing = 0, control_variates=False, momentum_decay = 1 is
+the registered `fedcm` with `beta = alpha` while the clip is inactive.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ Round t, client i receives `(x^t, m)` (2x down) and from `y = x^t`:
     meanwhile   the full-batch gradient at the server model, grad f_i(x^t), summed over the
                 client's first epoch of batches (with fixed `local.steps` fewer than one epoch,
                 over the examples seen). The extra backward pass runs on every step and is
-                masked after the first epoch (no data-dependent branch; see local_step), so a
-                round costs about 2x FedAvg's rather than the paper's 1 + 1/E
+                masked after the first epoch (no data-dependent branch; see local_step), so
+                every step costs two gradients rather than the paper's 1 + 1/E on average
     upload      (x^t - y_K, grad f_i(x^t))                                        (2x up)
 
 Server: `x^{t+1}` = the server optimiser on `sum_i p_i (x^t - y_{i,K})` (FedOpt; plain average
@@ -91,8 +91,8 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
     first_epoch = state.step < jnp.ceil(state.num_examples / batch_size).astype(jnp.int32)
     n = jnp.sum(batch["mask"].astype(tree.float_dtype()))
     # Computed on every step and masked (not lax.cond): XLA's CPU backend runs convolutions
-    # inside conditionals as slowly as inside loops (8.7x FedAvg's round, measured), and under
-    # vmap a cond becomes a select that computes both branches anyway.
+    # inside conditionals as slowly as inside loops (docs/performance.md), and under vmap a
+    # cond becomes a select that computes both branches anyway.
     n = jnp.where(first_epoch, n, 0.0)
     grad_sum = tree.axpy(n, grad_fn(state.anchor, batch), state.grad_sum)
     examples = state.examples + n

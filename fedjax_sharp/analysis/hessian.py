@@ -81,11 +81,10 @@ def _cpu_cores() -> int:
 
 def default_reverse_batch(size: int | None) -> int:
   """How many examples one reverse-mode call (gradient, Hessian-vector product) takes: `size` if
-  given, else 50 on a CPU process pinned to one core and 0 (whole batches) otherwise. Measured
-  with the McMahan CNN (`benchmarks/analysis.py --parts=lambda --reverse_batch=...`, 2,000
-  examples): on one core, pieces of 50 take lambda_max from 348 to 209 s (XLA CPU's filter
-  gradient grows superlinearly with the batch: `benchmarks/conv_grad.py`); on two idle cores,
-  whole batches of 500 are faster (102 s against 116 s for pieces of 100 and 134 s for 50)."""
+  given, else 50 on a CPU process pinned to one core and 0 (whole batches) otherwise: on one
+  core pieces of 50 make lambda_max faster (XLA CPU's filter gradient grows superlinearly with
+  the batch), on two idle cores whole batches of 500 are faster (docs/performance.md, "Analysis
+  on CPU")."""
   if size is not None:
     return size
   return 50 if jax.default_backend() == "cpu" and _cpu_cores() == 1 else 0

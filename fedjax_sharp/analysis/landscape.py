@@ -53,8 +53,8 @@ def _grid_eval(loss_fn, acc_fn, point_params: Callable, coords: np.ndarray,
   chunk = default_chunk(chunk)
   weights = batch_weights(batches, "the landscape")
 
-  # XLA's default CPU options (not backends.jit): these vmapped forward passes ran 1.35x slower
-  # with the convolutions out of YNNPACK (`benchmarks/analysis.py --parts=landscape --grid=7`).
+  # XLA's default CPU options (not backends.jit): these vmapped forward passes ran slower with
+  # the convolutions out of YNNPACK (docs/performance.md).
   @jax.jit
   def batch_eval(cs, batch):
     def one(c):

@@ -76,9 +76,8 @@ def hutchinson_trace(loss_fn: Callable, params, batches: Sequence[dict], num_pro
   'basis' (every coordinate vector: the exact trace, d Hessian-vector products; small models
   and tests). Each `v^T H v` is the second derivative of `t -> L(w + t v)` at 0, computed
   forward over forward (two nested `jax.jvp`, no backward pass; exact, not a finite
-  difference): on XLA's CPU backend a McMahan-CNN batch takes 0.60 s this way against 1.90 s
-  for `v . (H v)` by forward-over-reverse, whose filter gradients dominate
-  (`benchmarks/analysis.py`). Probes are vmapped `chunk` at a time (default: 1 on CPU, where
+  difference): on XLA's CPU backend this is faster than `v . (H v)` by forward-over-reverse,
+  whose filter gradients dominate (docs/performance.md, "Analysis on CPU"). Probes are vmapped `chunk` at a time (default: 1 on CPU, where
   weight tangents vmapped through convolutions become slow grouped convolutions; 16 elsewhere).
   `progress(done, total)` is called after every chunk of probes.
   Returns {'trace', 'stderr', 'num_probes'}.

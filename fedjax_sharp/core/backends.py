@@ -139,10 +139,9 @@ def use_cpu_devices(count: int | None = None) -> int:
 
 # How the library's programs are compiled on a CPU (`compiler_options`): XLA's CPU backend (jax
 # 0.10) hands convolutions, dot products and reductions to the YNNPACK kernel library. Its
-# convolutions and its reductions over the client axis run slower there than XLA's own: a McMahan
-# CNN local step (batch 50, 32x32x3) 61.6 -> 43.5 ms on 2 cores, FedAvg's aggregation of 50
-# clients' CNNs 688 -> 120 ms (benchmarks/cpu_library_fusions.py); the CIFAR-10 FedAvg round
-# 1.51x -> 1.08x a PyTorch loop's (docs/performance.md). Dot products stay with YNNPACK.
+# convolutions and its reductions over the client axis run slower there than XLA's own (a CNN's
+# local step, FedAvg's aggregation, the CIFAR-10 round against a PyTorch loop:
+# benchmarks/cpu_library_fusions.py, docs/performance.md). Dot products stay with YNNPACK.
 CPU_LIBRARY_FUSION_OPTION = "xla_cpu_experimental_ynn_fusion_type"
 CPU_LIBRARY_FUSIONS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"
 CPU_COMPILER_OPTIONS = {CPU_LIBRARY_FUSION_OPTION: CPU_LIBRARY_FUSIONS}

@@ -12,9 +12,8 @@ once; round index, learning rate and the algorithm's hyperparameters (`RoundInfo
 
 Why several strategies: on accelerators `vmap` over clients + rolled `scan` over steps is the
 natural choice; on XLA's CPU backend convolutions inside any while loop (scan, `lax.map`) run
-~35x slower and vmapped per-client convolutions become grouped convolutions (~5x slower).
-Unrolling clients and steps in one function runs fast but compiles for minutes (10 clients x
-12 CNN steps took over 6 minutes). So the CPU default is 'host': the same pure pieces jitted
+far slower and vmapped per-client convolutions become slow grouped convolutions. Unrolling
+clients and steps in one function runs fast but compiles for minutes. So the CPU default is 'host': the same pure pieces jitted
 separately (prepare; per client: start, chunks of `host_chunk` unrolled local steps, finalise;
 aggregate + server update), dispatched from a short host loop. Compile cost is one chunk, and
 chunks that hold only padding steps are skipped. It computes exactly the same round (tested).

@@ -12,8 +12,8 @@ Several devices (`ExecutionConfig.host_devices`; on a CPU, the CPU devices the p
 the device with the fewest local steps so far (`assign`: ragged cohorts stay balanced). JAX dispatches
 asynchronously, so the loop queues every client's work and the devices compute side by side:
 on XLA's CPU backend, whose thread scaling is poor for one step's small convolutions, two CPU
-devices on two cores ran pfl-research's small-batch McMahan-CNN round 1.22x faster and an even
-long-tail Fashion-MNIST round 1.48x faster (docs/performance.md). The
+devices on two cores ran pfl-research's small-batch McMahan-CNN round and an even long-tail
+Fashion-MNIST round faster (docs/performance.md). The
 broadcast, the round's inputs and the training set are copied to each device (the training
 set once per engine), the uploads come back to the first device for `finish`. Each device
 compiles the per-client pieces once. A device computes a client's steps with the same program

@@ -43,7 +43,7 @@ def _prepare_hint(name: str, data_dir) -> str:
 
 # Where TFDS's builders download each dataset from (host, port): probed before preparing, so
 # that a machine without network fails in seconds with one line instead of after TFDS's ten
-# retries with backoff (~3.5 minutes). Unlisted names probe TFDS's GCS mirror.
+# retries with backoff, minutes later (docs/datasets.md). Unlisted names probe TFDS's GCS mirror.
 DOWNLOAD_HOSTS: dict[str, tuple[str, int]] = {
     "cifar10": ("www.cs.toronto.edu", 443),
     "cifar100": ("www.cs.toronto.edu", 443),

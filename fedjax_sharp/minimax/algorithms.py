@@ -7,24 +7,22 @@ same batch for both gradients), each player through its own optax transform:
     x <- x - eta_xl * grad_x f_i(x, y; xi)
     y <- P_Y(y + eta_yl * grad_y f_i(x, y; xi))        (Local SGDA+: grad_y at (x~, y))
 
-and uploads `(x_K - x_t, y_K - y_t)` with its step count. Servers (`p_i` the engine's weights,
-uniform `1/m` in the papers; `K` the weighted mean of the clients' steps):
+and uploads `(x_K - x_t, y_K - y_t)` with its step count. Servers (`p_i` the engine's weights;
+`K` the weighted mean of the clients' steps):
 
   fess_gda        x_{t+1} = x_t + eta_xg (xbar - x_t) - eta_xl eta_xg K p (x_t - z_t)
                   y_{t+1} = P_Y(y_t + eta_yg (ybar - y_t))
                   z_{t+1} = z_t + beta (x_{t+1} - z_t)          (z_0 = x_0, never sent)
-  local_sgda      x_{t+1} = xbar, y_{t+1} = ybar                 (Deng & Mahdavi; Sharma et al.)
-  local_sgda_plus local_sgda with the snapshot x~ refreshed to x_{t+1} every S rounds (rounds,
-                  not local iterations: our reading); x~ is sent down with (x, y)
+  local_sgda      x_{t+1} = xbar, y_{t+1} = ybar
+  local_sgda_plus local_sgda with the snapshot x~ refreshed to x_{t+1} every S rounds; x~ is
+                  sent down with (x, y)
   fed_norm_sgda   h_i = (x_t - x_{i,K}) / (eta_xl tau_i) (and y alike), tau_eff = sum p_i tau_i,
                   x_{t+1} = x_t - gamma_x tau_eff sum p_i h_x,i,
-                  y_{t+1} = P_Y(y_t + gamma_y tau_eff sum p_i h_y,i)       (Sharma et al. 2023)
+                  y_{t+1} = P_Y(y_t + gamma_y tau_eff sum p_i h_y,i)
   fed_norm_sgda_plus  fed_norm_sgda with local_sgda_plus's snapshot.
 
-The special cases are proved by tests, not assumed by the code: FESS-GDA with p = 0 and
-eta_g = 1 is Local SGDA; with K = 1, full participation and eta_g = 1 it is centralised
-simultaneous GDA on the smoothed surrogate f(x, y) + p/2 ||x - z||^2.
-Communication in (x, y)-model units: 1 down, 1 up (SGDA+: plus x~ down).
+Reductions (tested): FESS-GDA with p = 0 and eta_g = 1 is Local SGDA; with K = 1, full
+participation and eta_g = 1 it is centralised simultaneous GDA on f(x, y) + p/2 ||x - z||^2.
 """
 from __future__ import annotations
 

@@ -174,7 +174,7 @@ def gan_task(dataset, client_indices, *, cache_path: str = "", fd_samples: int =
 
   def init_params(key):
     # Each network's init is one compiled program (`models.init_params`: the bits of an
-    # op-by-op init, ~4x faster than dispatching its random draws one by one).
+    # op-by-op init, faster than dispatching its random draws one by one).
     kx, ky = jax.random.split(key)
     return {"x": models_lib.init_params(gen, kx, (gen.latent_dim,)),
             "y": models_lib.init_params(disc, ky, tuple(image_shape))}

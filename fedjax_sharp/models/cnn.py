@@ -22,8 +22,7 @@ def max_pool_2x2(x: jnp.ndarray) -> jnp.ndarray:
 
   Same result as `nn.max_pool(x, (2, 2), (2, 2))` for even H and W (odd sizes are floored, as
   with VALID pooling). Its gradient lowers to a compare/select instead of XLA's
-  select-and-scatter, which the CPU backend runs slowly: 0.080 s vs 0.125 s per McMahan-CNN step
-  on 32x32x3 (`benchmarks/round_time.py`).
+  select-and-scatter, which the CPU backend runs slowly (docs/performance.md).
   """
   n, h, w, c = x.shape
   x = x[:, : h - h % 2, : w - w % 2, :]

@@ -20,9 +20,8 @@ both initialise to the same values from the same key.
 Patch extraction: `lax.conv_general_dilated_patches` was rejected because it is itself a
 convolution (an identity-kernel conv: under vmap it lowers to a grouped convolution with
 feature_group_count = channels, and so does its gradient), so a vmapped 'matmul' model would
-still hold convolution ops, and it was 6x slower than the slices on this CPU (the McMahan CNN's
-conv2, forward + backward, 10 clients vmapped: 1,676 ms against 284 ms; XLA's grouped convolution
-686 ms). The strided slices lower to slices, concatenates, pads and adds only: the vmapped
+still hold convolution ops, and it was slower than the slices and than XLA's grouped convolution
+on the CPU (docs/performance.md). The strided slices lower to slices, concatenates, pads and adds only: the vmapped
 'matmul' forward and gradient have no convolution op, and every dot_general has the client axis
 as a batch dimension (tests/test_conv_impl.py). Both extractors give the same patches
 (`extract_patches(..., method=...)`); `python benchmarks/conv_impl.py` times them.
@@ -31,8 +30,8 @@ Grouped convolutions (`feature_group_count` = G > 1, e.g. MobileNetV2's depthwis
 supported too: the contraction then carries the G groups as a batch dimension of the einsum.
 `input_dilation` != 1 (transposed convolutions) and unshared weights are 'xla' only.
 Cost: the patch tensor is kh*kw times the (padded) input, and on XLA's CPU backend building it
-dominates: one client's step is about as fast as 'xla', 10 vmapped clients 1.3x faster than
-'xla' but still ~3x slower than 10 sequential steps (benchmarks/conv_impl.py).
+dominates: one client's step is about as fast as 'xla', and vmapped clients are faster than
+'xla' but still slower than the same steps one client after another (docs/performance.md).
 The gain this option is for is on GPUs (batched GEMMs on the tensor cores).
 """
 from __future__ import annotations

@@ -66,7 +66,7 @@ def get_model(name: str, num_classes: int, conv_impl: str = "xla", **kwargs: Any
 def init_params(model: nn.Module, key: jax.Array, input_shape: tuple[int, ...],
                 dtype=jnp.float32):
   """Initialises parameters for inputs of shape `input_shape` (no batch axis), jitted (eager
-  init of a ResNet-18 dispatches hundreds of small ops: ~14 s on a busy 2-core CPU)."""
+  init of a ResNet-18 dispatches hundreds of small ops, each compiled: docs/performance.md)."""
   pinned = backends.kind() == "cpu" and not isinstance(key, jax.core.Tracer)
   args = (model, tuple(input_shape), jnp.dtype(dtype), pinned)
   try:
@@ -87,13 +87,11 @@ def _jitted_init(model: nn.Module, input_shape: tuple[int, ...], dtype, pinned: 
 
 # How the CPU compiles the init program (a threefry draw for every parameter), pinned so that the
 # initial parameters are the same bits whatever XLA_FLAGS choose for other programs (the test
-# suite turns the fusion emitters off: its many small programs compile 2x faster without them):
-# - XLA's fusion emitters: 3x faster to compile than its older emitters (MobileNetV2-GN: 14 s
-#   against 44 s on a 2-core CPU);
-# - LLVM at optimisation level 1: 1.7-4.3x faster to compile than XLA's defaults with the same
-#   bits for every model of the zoo (McMahan CNN 2.5 -> 0.8 s, ResNet-18 7.8 -> 2.4 s,
-#   MobileNetV2-GN 12.0 -> 7.2 s: results/benchmarks/init_compile_cpu.txt, from
-#   benchmarks/init_compile.py), and the program runs once.
+# suite turns the fusion emitters off: its many small programs compile faster without them):
+# - XLA's fusion emitters: faster to compile a big init program than its older emitters;
+# - LLVM at optimisation level 1: faster to compile than XLA's defaults with the same bits for
+#   every model of the zoo (results/benchmarks/init_compile_cpu.txt, from
+#   benchmarks/init_compile.py; docs/performance.md), and the program runs once.
 # Called inside another jit (a traced key), the enclosing program's options apply.
 CPU_INIT_OPTIONS = {"xla_cpu_use_fusion_emitters": True, "xla_backend_optimization_level": 1}
 
@@ -181,8 +179,8 @@ def in_pieces(apply_fn: Callable, piece: int = 0) -> Callable:
   The same function of the parameters and the batch, so losses, gradients and every algorithm
   are unchanged up to float summation order; what changes is the size of each convolution.
   XLA's CPU backend computes a convolution's gradients at a higher cost per example for larger
-  batches: the LeNet-5 gradient on 64 examples costs ~100 ms in pieces of 16 against ~160 ms
-  whole (`python benchmarks/round_time.py --model=lenet5 ...`, docs/performance.md). The pieces
+  batches, so pieces of a large batch can be faster (docs/performance.md, "Model calls in
+  pieces"). The pieces
   are static slices, so the program holds one copy of the model per piece (compile time grows
   with the number of pieces); a last piece may be smaller.
   """

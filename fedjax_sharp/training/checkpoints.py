@@ -45,7 +45,7 @@ from fedjax_sharp.training.workdir import mismatch_message, setting_differences
 
 class _Orbax:
   """`orbax.checkpoint`, imported on first use: a run that never writes or reads a checkpoint
-  does not import it (orbax and tensorstore: ~0.3 s of a command's start on a 2-core CPU)."""
+  does not import it (orbax and tensorstore add to every command's start: docs/performance.md)."""
 
   def __getattr__(self, name):
     import orbax.checkpoint  # pylint: disable=g-import-not-at-top
