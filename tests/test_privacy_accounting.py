@@ -244,3 +244,31 @@ def test_compare_tables_name_the_accounting_and_plot_epsilon(tmp_path):
       {k: v for k, v in r.items() if k != "dp_epsilon"} for r in results["dp_fedavg"][0]["records"]
   ]}]}
   assert not report.plot_privacy(no_dp, str(tmp_path / "none.png"))
+
+
+def test_the_fashion_mnist_dp_table_is_its_committed_runs_and_meets_the_target():
+  """docs/privacy.md's 1,000-client table is results/dp_fmnist/'s (each row's epsilon and
+  accuracy as compare.py wrote them), the runs used Poisson sampling and the PLD accountant,
+  and DP-FedAvg is above 70% at epsilon <= 8. Each run's epsilon is dp-accounting's for its
+  event, computed here. Deliberate bugs caught: a docs table not from the runs; a run accounted
+  for fixed cohorts."""
+  import csv   # pylint: disable=g-import-not-at-top
+  from test_docs_commands import ROOT   # pylint: disable=g-import-not-at-top
+  docs = open(os.path.join(ROOT, "docs", "privacy.md")).read()
+  results = os.path.join(ROOT, "results", "dp_fmnist")
+  met = False
+  for row in csv.DictReader(open(os.path.join(results, "results.csv"))):
+    name, sigma_text = row["algorithm"].split("[")[0], row["algorithm"].split("=")[1][:-1]
+    sigma = float(sigma_text)
+    label = {"fedavg": "DP-FedAvg", "fedsam": "DP-FedSAM"}[name]
+    acc = 100 * float(row["acc_last_n_mean"])
+    line = (f"| {label} | {sigma_text} | {float(row['dp_epsilon']):.3g} | {acc:.2f} "
+            f"({100 * float(row['acc_last_n_std']):.2f}) | {100 * float(row['final_acc']):.2f} |")
+    assert line in docs, line
+    run_dir = os.path.join(results, row["algorithm"].replace("[", "-").replace("]", ""), "seed_0")
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    assert summary["dp"]["sampling"] == "poisson" and summary["dp"]["accountant"] == "pld_poisson"
+    assert summary["dp_epsilon"] == pytest.approx(
+        expected_epsilon(sigma, "pld_poisson", rounds=100, population=1000, cohort=100), rel=1e-6)
+    met |= name == "fedavg" and acc >= 70 and float(row["dp_epsilon"]) <= 8
+  assert met
