@@ -122,6 +122,7 @@ LONG = (
     r"`\.venv/bin/python experiments/(hessian|landscape|analyse)\.py",
     r"experiments/landscape\.py --workdir=runs/",
     r"experiments/run\.py --config=configs/(shakespeare_lstm|femnist_cnn)\.py",
+    r"experiments/compare\.py --config=configs/dp_fmnist\.py",
 )
 HOW_LONG = re.compile(r"\b\d[\d.,]*(-\d[\d.,]*)? ?(s|min|h|hours?)\b|\ba minute\b|not timed")
 
