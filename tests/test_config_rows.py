@@ -106,6 +106,7 @@ def shrink(c):
     c.data.num_clients = 0
   c.clients_per_round = 2
   c.data.examples_per_client = 0
+  c.dp.record_client_metrics = True   # a DP config's train loss (withheld by default) is checked
   if c.task.name == "gan":
     c.task.gan.update(fd_samples=32, classifier_epochs=1)
     c.eval.artifact_every = 1

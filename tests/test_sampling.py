@@ -373,3 +373,18 @@ def test_a_poisson_dp_run_resumes_exactly_and_names_its_sampler(tmp_path):
   table = report.to_markdown(rows, 2, 0.0)
   assert (f"{summary['dp_epsilon']:.3g} (delta 1e-05, pld_poisson, poisson sampling)"
           in table), table
+
+
+def test_a_poisson_dp_run_records_nothing_that_reveals_the_draw(tmp_path):
+  """Amplification by sampling assumes the draw stays hidden: under DP (client metrics not
+  asked for) a Poisson run records neither the realised cohort size nor bytes that depend on
+  it (they count the expected cohort, clients_per_round, every round). Deliberate bug caught:
+  the bytes counters left at the realised cohort (their round-to-round changes are the draw)."""
+  loop.run(tiny_config(engine__sampling="poisson", clients_per_round=2, dp__enabled=True,
+                       dp__noise_multiplier=0.3, rounds=5, seed=5), str(tmp_path),
+           progress=False)
+  records = metrics_lib.read_jsonl(str(tmp_path / "metrics.jsonl"))
+  assert all("clients" not in r and "train_loss" not in r for r in records)
+  assert len({r["bytes_down"] for r in records}) == 1
+  assert [r["bytes_total"] for r in records] == [
+      (t + 1) * 2 * records[0]["bytes_down"] for t in range(5)]

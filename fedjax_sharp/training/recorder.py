@@ -235,6 +235,10 @@ class RunRecorder:
       for k in [k for k in record if k in CLIENT_METRICS or k.endswith("_mean")]:
         del record[k]
     comm = exp.algorithm.communication
+    if self.withhold_client_metrics and exp.sampler.sampling == "poisson":
+      # The realised cohort size is not recorded under DP (amplification by sampling assumes
+      # the draw stays hidden): the bytes count the expected cohort, clients_per_round.
+      num_real = int(self.config.clients_per_round)
     bytes_down = int(num_real * comm.down * exp.model_bytes)
     bytes_up = int(num_real * comm.up * exp.model_bytes)
     self.bytes_total += bytes_down + bytes_up
