@@ -38,7 +38,8 @@ def test_host_table_computes_the_device_tables_rounds(tiny, execution):
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), dev_table,
                host_table.dense())
   # FedDyn's duals moved for the clients that trained, and only for them.
-  trained = host_table.touched
+  trained = np.zeros(len(tiny.client_indices), bool)
+  trained[host_table.touched_ids] = True
   assert 0 < trained.sum() < len(tiny.client_indices)
   dual = jax.tree.leaves(host_table.dense())[0]
   assert np.all(np.abs(dual[trained]).reshape(trained.sum(), -1).max(1) > 0)
@@ -89,7 +90,7 @@ def test_auto_keeps_the_table_on_the_host_above_the_budget():
   assert loop.build_experiment(c).engine.client_table == "device"
   assert client_table_lib.resolve("host", alg, exp.init_params, 8) == "host"
   with pytest.raises(ValueError, match="engine.client_table"):
-    config_lib.validate(_config(client_table="disk"))
+    config_lib.validate(_config(client_table="tape"))
 
 
 def test_host_table_runs_resume_exactly_and_refuse_the_other_kind(tmp_path):
