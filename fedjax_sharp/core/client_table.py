@@ -52,9 +52,9 @@ from fedjax_sharp.fileio import disk_full
 CLIENT_TABLES = ("device", "host", "disk", "auto")
 # The tables that hold the touched rows only, off the device (a `HostClientTable`).
 HELD_TABLES = ("host", "disk")
-# The memory store's block size: rows are allocated this many bytes at a time (at least one
-# row), their pages mapped by the OS only when written.
-BLOCK_BYTES = 64 * 2 ** 20
+# The memory store's blocks: rows are allocated BLOCK_BYTES (at least one row, at most
+# BLOCK_ROWS rows) at a time, their pages mapped by the OS only when written.
+BLOCK_BYTES, BLOCK_ROWS = 64 * 2 ** 20, 4096
 
 
 class MemoryRows:
@@ -66,7 +66,7 @@ class MemoryRows:
   def __init__(self, leaves: list[np.ndarray]):
     self.leaves = leaves
     row_bytes = max(sum(leaf.nbytes for leaf in leaves), 1)
-    self.rows_per_block = max(1, BLOCK_BYTES // row_bytes)
+    self.rows_per_block = max(1, min(BLOCK_ROWS, BLOCK_BYTES // row_bytes))
     self.blocks: list[list[np.ndarray]] = []   # [block][leaf] -> [rows_per_block, ...]
 
   def read(self, slots: np.ndarray, outs: list[np.ndarray], positions: np.ndarray) -> None:
