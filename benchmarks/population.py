@@ -67,8 +67,7 @@ def one(model_name: str, num_clients: int, table: str, rounds: int, clients_per_
     x = jnp.asarray(rng.integers(0, 256, (pool, *shape), dtype=np.uint8))
     y = jnp.asarray(rng.integers(0, classes, pool).astype(np.int32))
     preprocess = lambda xb, key: xb.astype(jnp.float32) / 255.0
-  clients = ClientSlices(np.full(num_clients, per_client, np.int32),
-                         np.arange(num_clients, dtype=np.int64) * per_client, num_examples=pool)
+  clients = ClientSlices(np.full(num_clients, per_client, np.int32), num_examples=pool)
   model = get_model(model_name, classes)
   params = init_params(model, jax.random.key(0), shape)
   apply_fn = lambda p, xb: model.apply({"params": p}, xb)
@@ -150,8 +149,9 @@ def main():
       if directory:
         shutil.rmtree(directory, ignore_errors=True)
       if proc.returncode:
-        print(f"| {m} | {table} | failed: {proc.stderr.strip().splitlines()[-1][:80]} "
-              f"|||||||", flush=True)
+        lines = proc.stderr.strip().splitlines()
+        why = next((l for l in reversed(lines) if "Error" in l), lines[-1] if lines else "")
+        print(f"| {int(m):,} | {table} | failed: {why.strip()[:100]} |||||||", flush=True)
         continue
       r = json.loads(proc.stdout.strip().splitlines()[-1])
       snapshot = f"{r['snapshot_s']:.2f}" if r["snapshot_s"] is not None else ""

@@ -15,7 +15,8 @@ import pytest
 
 from fedjax_sharp.algorithms import local_sgd
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
-from fedjax_sharp.core import CohortSampler, ExecutionConfig, RoundEngine, RoundInfo, TrainData
+from fedjax_sharp.core import (ClientSlices, CohortSampler, ExecutionConfig, RoundEngine,
+                               RoundInfo, TrainData)
 from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.errors import WorkdirError
@@ -111,6 +112,28 @@ def test_rows_are_lazy_and_checkpoint_round_trip():
   rows, _ = other.gather(np.array([7, 6]))
   np.testing.assert_array_equal(np.asarray(rows["w"]), [[3.0, 4.0, 5.0], [2.0, 2.0, 2.0]])
   np.testing.assert_array_equal(np.asarray(rows["b"]), [2.0, -1.0])
+
+
+def test_client_slices_give_the_cohorts_of_the_same_index_arrays():
+  """A partition as two integer arrays (`ClientSlices`, for millions of clients) samples the
+  cohorts, data plans, weights and step counts of the same partition as M index arrays, with
+  the default starts (running sums) and with wrapped ones. Catches starts shifted by a client
+  (the running sum including the client's own size), a wrap that drops examples, and step
+  counts rounded down."""
+  sizes = [3, 12, 1, 7, 20, 9]
+  starts = np.concatenate([[0], np.cumsum(sizes[:-1])])
+  wrapped = [25, 40, 3, 55, 30, 0]
+  for slices, arrays in (
+      (ClientSlices(sizes), [np.arange(a, a + n) for a, n in zip(starts, sizes)]),
+      (ClientSlices(sizes, wrapped, num_examples=50),
+       [np.arange(a, a + n) % 50 for a, n in zip(wrapped, sizes)])):
+    one = CohortSampler(slices, 3, 4, local_epochs=2, seed=3)
+    other = CohortSampler(arrays, 3, 4, local_epochs=2, seed=3)
+    np.testing.assert_array_equal(one.steps_per_client, other.steps_per_client)
+    assert one.max_steps == other.max_steps == 10
+    for t in range(3):
+      jax.tree.map(np.testing.assert_array_equal, one.build(t, pad_to=4),
+                   other.build(t, pad_to=4))
 
 
 def test_a_disk_snapshot_keeps_its_rows_while_the_table_writes_on(tmp_path):
