@@ -16,7 +16,7 @@ import pytest
 from fedjax_sharp.algorithms import local_sgd
 from fedjax_sharp.algorithms.fed_dyn import fed_dyn
 from fedjax_sharp.core import (ClientSlices, CohortSampler, ExecutionConfig, RoundEngine,
-                               RoundInfo, TrainData)
+                               RoundInfo, TrainData, num_local_steps)
 from fedjax_sharp.core import client_table as client_table_lib
 from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.errors import WorkdirError
@@ -129,8 +129,10 @@ def test_client_slices_give_the_cohorts_of_the_same_index_arrays():
        [np.arange(a, a + n) % 50 for a, n in zip(wrapped, sizes)])):
     one = CohortSampler(slices, 3, 4, local_epochs=2, seed=3)
     other = CohortSampler(arrays, 3, 4, local_epochs=2, seed=3)
-    np.testing.assert_array_equal(one.steps_per_client, other.steps_per_client)
+    want = [num_local_steps(n, 4, 2, 0) for n in sizes]
+    assert list(one.steps_per_client) == list(other.steps_per_client) == want
     assert one.max_steps == other.max_steps == 10
+    assert [len(slices[m]) for m in range(len(sizes))] == sizes
     for t in range(3):
       jax.tree.map(np.testing.assert_array_equal, one.build(t, pad_to=4),
                    other.build(t, pad_to=4))
