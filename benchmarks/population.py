@@ -17,8 +17,9 @@ Each (M, table) runs in its own process so that its peak RSS is its own.
         --rounds=50 --directory=/tmp/rows
     python benchmarks/population.py --model=resnet18 --populations=1000 --tables=disk,host --rounds=5
 
-Columns: dense table size (what 'device' holds), touched rows after the run (what 'host' and
-'disk' hold), peak RSS of the process, the most disk the rows took after any round, mean s/round
+Columns: what `engine.client_table='auto'` picks for the run (this machine's memory, the
+rounds x clients per round it can touch), dense table size (what 'device' holds), touched rows
+after the run (what 'host' and 'disk' hold), peak RSS of the process, the most disk the rows took after any round, mean s/round
 over rounds 2.. (round 1 compiles), the first round, and for a disk table the time to snapshot
 its rows as a checkpoint does (hard links + fsync).
 """
@@ -52,6 +53,7 @@ def one(model_name: str, num_clients: int, table: str, rounds: int, clients_per_
   from fedjax_sharp.algorithms.fed_gmt import fed_gmt
   from fedjax_sharp.core import (ClientSlices, CohortSampler, ExecutionConfig, RoundEngine,
                                  RoundInfo, TrainData)
+  from fedjax_sharp.core import client_table as client_table_lib
   from fedjax_sharp.core.client_table import HostClientTable
   from fedjax_sharp.models import get_model, init_params
 
@@ -77,6 +79,8 @@ def one(model_name: str, num_clients: int, table: str, rounds: int, clients_per_
     alg = fed_gmt(apply_fn, local_sgd(0.9, 1e-5))
   execution = (ExecutionConfig("vmap", local_loop="rolled") if model_name == "linear"
                else ExecutionConfig())
+  auto = client_table_lib.resolve("auto", alg, params, num_clients, rounds=rounds,
+                                  clients_per_round=cohort)
   engine = RoundEngine(alg, num_clients, execution, preprocess=preprocess, client_table=table)
   sampler = CohortSampler(clients, cohort, batch, local_epochs=1, seed=0)
   server, state = engine.init(params, directory)
@@ -111,7 +115,7 @@ def one(model_name: str, num_clients: int, table: str, rounds: int, clients_per_
           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
           "disk_mb": disk / 2 ** 20, "s_per_round": sum(times[1:]) / max(len(times) - 1, 1),
           "first_round_s": times[0], "snapshot_s": snapshot_s, "last_loss": loss,
-          "rounds": rounds}
+          "rounds": rounds, "auto": auto}
 
 
 def main():
@@ -133,9 +137,9 @@ def main():
                          directory or None)))
     return
   print(f"{args.model}, {args.rounds} rounds")
-  print("| M | table | dense table MB | held MB | peak RSS MB | disk MB | s / round | "
-        "first round s | snapshot s |")
-  print("|---|---|---|---|---|---|---|---|---|")
+  print("| M | table | 'auto' picks | dense table MB | held MB | peak RSS MB | disk MB | "
+        "s / round | first round s | snapshot s |")
+  print("|---|---|---|---|---|---|---|---|---|---|")
   for m in args.populations.split(","):
     for table in args.tables.split(","):
       directory = ""
@@ -151,11 +155,11 @@ def main():
       if proc.returncode:
         lines = proc.stderr.strip().splitlines()
         why = next((l for l in reversed(lines) if "Error" in l), lines[-1] if lines else "")
-        print(f"| {int(m):,} | {table} | failed: {why.strip()[:100]} |||||||", flush=True)
+        print(f"| {int(m):,} | {table} | failed: {why.strip()[:100]} ||||||||", flush=True)
         continue
       r = json.loads(proc.stdout.strip().splitlines()[-1])
       snapshot = f"{r['snapshot_s']:.2f}" if r["snapshot_s"] is not None else ""
-      print(f"| {r['M']:,} | {table} | {r['dense_mb']:,.0f} | {r['held_mb']:,.1f} | "
+      print(f"| {r['M']:,} | {table} | {r['auto']} | {r['dense_mb']:,.0f} | {r['held_mb']:,.1f} | "
             f"{r['peak_rss_mb']:,.0f} | {r['disk_mb']:,.0f} | {r['s_per_round']:.4f} | "
             f"{r['first_round_s']:.2f} | {snapshot} |", flush=True)
 
