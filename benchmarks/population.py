@@ -16,6 +16,7 @@ Each (M, table) runs in its own process so that its peak RSS is its own.
     python benchmarks/population.py --model=word_lstm --populations=1000,342477 --tables=disk \\
         --rounds=50 --directory=/tmp/rows
     python benchmarks/population.py --model=resnet18 --populations=1000 --tables=disk,host --rounds=5
+    python benchmarks/population.py --stores --model=word_lstm --rounds=5   # the row stores
 
 Columns: what `engine.client_table='auto'` picks for the run (this machine's memory, the
 rounds x clients per round it can touch), dense table size (what 'device' holds), touched rows
@@ -118,6 +119,69 @@ def one(model_name: str, num_clients: int, table: str, rounds: int, clients_per_
           "rounds": rounds, "auto": auto}
 
 
+def stores(row_elements: int, clients: int, rounds: int) -> list[dict]:
+  """Median ms to read half a cohort's rows (the clients that trained before) and to write the
+  whole cohort's, for the row stores the client table could use: NumPy blocks (`MemoryRows`,
+  'host'), tensorstore's zarr3 driver on its memory store, on files (`DiskRows`, 'disk'), the
+  same files with every write fsync'ed (tensorstore's default), and a NumPy memmap."""
+  import numpy as np
+  import tensorstore as ts
+  from fedjax_sharp.core.client_table import DiskRows, MemoryRows
+
+  rng = np.random.default_rng(0)
+  leaves = [np.zeros((row_elements,), np.float32)]
+  base = 4 * clients
+  directory = tempfile.mkdtemp()
+
+  def zarr(kvstore, sync):
+    spec = DiskRows._spec(DiskRows(leaves, 1, os.path.join(directory, "spec"), create=True),  # pylint: disable=protected-access
+                          "", "float32", True)
+    spec.update(kvstore=kvstore, context={"file_io_sync": sync})
+    spec["metadata"]["shape"] = [base + rounds * clients, row_elements]
+    array = ts.open(spec).result()
+    return (lambda slots: array[slots].read().result(),
+            lambda slots, x: array[slots].write(x).result())
+
+  memory = MemoryRows(leaves)
+
+  def memory_read(slots):
+    out = [np.empty((len(slots), row_elements), np.float32)]
+    memory.read(slots, out, np.arange(len(slots)))
+    return out[0]
+  candidates = {
+      "NumPy blocks ('host')": (memory_read, lambda slots, x: memory.write(slots, [x])),
+      "tensorstore zarr3, memory store": zarr({"driver": "memory"}, False),
+      "tensorstore zarr3, files ('disk')": zarr({"driver": "file", "path": os.path.join(
+          directory, "files")}, False),
+      "tensorstore zarr3, files, fsync'ed": zarr({"driver": "file", "path": os.path.join(
+          directory, "synced")}, True),
+  }
+  # For reference, not a candidate: a memory-mapped .npy file writes rows in place, so a
+  # checkpoint would have to copy them, and its pages count in the process's RSS.
+  mapped = np.lib.format.open_memmap(os.path.join(directory, "rows.npy"), "w+", np.float32,
+                                     (base + rounds * clients, row_elements))
+  candidates["NumPy memmap of a .npy file (reference)"] = (
+      lambda slots: mapped[slots], lambda slots, x: mapped.__setitem__(slots, x))
+  out = []
+  for name, (read, write) in candidates.items():
+    write(np.arange(base), np.ones((base, row_elements), np.float32))
+    reads, writes = [], []
+    for r in range(rounds):
+      old = rng.choice(base, clients // 2, replace=False)
+      slots = np.concatenate([old, base + r * clients + np.arange(clients - len(old))])
+      t0 = time.perf_counter()
+      x = read(old)
+      reads.append(time.perf_counter() - t0)
+      x = np.concatenate([x, x])[:clients] + 1
+      t0 = time.perf_counter()
+      write(slots, x)
+      writes.append(time.perf_counter() - t0)
+    out.append({"store": name, "read_ms": 1e3 * float(np.median(reads)),
+                "write_ms": 1e3 * float(np.median(writes))})
+  shutil.rmtree(directory, ignore_errors=True)
+  return out
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--model", default="linear", choices=sorted(SETTINGS))
@@ -129,8 +193,25 @@ def main():
   parser.add_argument("--directory", default="",
                       help="where 'disk' tables write their rows (default: a temporary "
                       "directory); each run uses and removes a folder of its own inside")
+  parser.add_argument("--stores", action="store_true",
+                      help="time the row stores instead: reads and writes of a cohort's rows "
+                      "of the model's state (linear 10 clients, word_lstm 50, resnet18 10)")
   parser.add_argument("--one", default="", help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.stores:
+    import jax
+    import numpy as np
+    from fedjax_sharp.models import get_model, init_params
+    _, shape, classes, _, _, cohort = SETTINGS[args.model]
+    params = init_params(get_model(args.model, classes), jax.random.key(0), shape)
+    elements = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(params))
+    clients = args.clients_per_round or cohort
+    print(f"{args.model}: rows of {4 * elements / 2 ** 10:,.0f} KiB, {clients} clients a "
+          f"round, median of {args.rounds} rounds")
+    print("| store | read half the cohort (ms) | write the cohort (ms) |\n|---|---|---|")
+    for r in stores(elements, clients, args.rounds):
+      print(f"| {r['store']} | {r['read_ms']:.2f} | {r['write_ms']:.2f} |", flush=True)
+    return
   if args.one:
     m, table, directory = args.one.split(",", 2)
     print(json.dumps(one(args.model, int(m), table, args.rounds, args.clients_per_round,
