@@ -126,7 +126,7 @@ def stores(row_elements: int, clients: int, rounds: int) -> list[dict]:
   same files with every write fsync'ed (tensorstore's default), and a NumPy memmap."""
   import numpy as np
   import tensorstore as ts
-  from fedjax_sharp.core.client_table import DiskRows, MemoryRows
+  from fedjax_sharp.core.client_table import MemoryRows, zarr_spec
 
   rng = np.random.default_rng(0)
   leaves = [np.zeros((row_elements,), np.float32)]
@@ -134,11 +134,8 @@ def stores(row_elements: int, clients: int, rounds: int) -> list[dict]:
   directory = tempfile.mkdtemp()
 
   def zarr(kvstore, sync):
-    spec = DiskRows._spec(DiskRows(leaves, 1, os.path.join(directory, "spec"), create=True),  # pylint: disable=protected-access
-                          "", "float32", True)
-    spec.update(kvstore=kvstore, context={"file_io_sync": sync})
-    spec["metadata"]["shape"] = [base + rounds * clients, row_elements]
-    array = ts.open(spec).result()
+    spec = zarr_spec("", "float32", base + rounds * clients, row_elements, create=True)
+    array = ts.open({**spec, "kvstore": kvstore, "context": {"file_io_sync": sync}}).result()
     return (lambda slots: array[slots].read().result(),
             lambda slots, x: array[slots].write(x).result())
 

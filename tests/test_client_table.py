@@ -41,9 +41,12 @@ def _rounds(tiny, mode, execution, rounds=2, directory=None):
     ("host", ExecutionConfig("vmap", local_loop="rolled")),
     ("host", ExecutionConfig("host", local_loop="unrolled")),
     ("disk", ExecutionConfig("vmap", local_loop="rolled"))])
-def test_held_tables_compute_the_device_tables_rounds(tiny, kind, execution, tmp_path):
+def test_held_tables_compute_the_device_tables_rounds(tiny, kind, execution, tmp_path,
+                                                     monkeypatch):
   """Catches a store that puts a row in another client's place or a leaf in another's (the
-  disk table's flat rows split at the wrong offsets), or that loses a write-back."""
+  disk table's flat rows split at the wrong offsets, its batches of rows misplaced: one row a
+  batch here), or that loses a write-back."""
+  monkeypatch.setattr(client_table_lib, "DISK_BATCH_BYTES", 1)
   dev_server, dev_table = _rounds(tiny, "device", execution)
   host_server, host_table = _rounds(tiny, kind, execution, directory=str(tmp_path / "rows"))
   assert isinstance(host_table, HostClientTable) and host_table.kind == kind
