@@ -37,16 +37,18 @@ def _rounds(tiny, mode, execution, rounds=2, directory=None):
   return server, table
 
 
-@pytest.mark.parametrize("kind,execution", [
-    ("host", ExecutionConfig("vmap", local_loop="rolled")),
-    ("host", ExecutionConfig("host", local_loop="unrolled")),
-    ("disk", ExecutionConfig("vmap", local_loop="rolled"))])
-def test_held_tables_compute_the_device_tables_rounds(tiny, kind, execution, tmp_path,
+@pytest.mark.parametrize("kind,execution,batch", [
+    ("host", ExecutionConfig("vmap", local_loop="rolled"), None),
+    ("host", ExecutionConfig("host", local_loop="unrolled"), None),
+    ("disk", ExecutionConfig("vmap", local_loop="rolled"), None),
+    ("disk", ExecutionConfig("vmap", local_loop="rolled"), 1)])
+def test_held_tables_compute_the_device_tables_rounds(tiny, kind, execution, batch, tmp_path,
                                                      monkeypatch):
   """Catches a store that puts a row in another client's place or a leaf in another's (the
-  disk table's flat rows split at the wrong offsets, its batches of rows misplaced: one row a
-  batch here), or that loses a write-back."""
-  monkeypatch.setattr(client_table_lib, "DISK_BATCH_BYTES", 1)
+  disk table's flat rows split at the wrong offsets or misplaced within a read or write, or its
+  batches of rows misplaced: one row a batch with `batch=1`), or that loses a write-back."""
+  if batch:
+    monkeypatch.setattr(client_table_lib, "DISK_BATCH_BYTES", batch)
   dev_server, dev_table = _rounds(tiny, "device", execution)
   host_server, host_table = _rounds(tiny, kind, execution, directory=str(tmp_path / "rows"))
   assert isinstance(host_table, HostClientTable) and host_table.kind == kind
