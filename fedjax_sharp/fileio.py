@@ -60,8 +60,9 @@ def atomic_savez(path: str, **arrays) -> None:
   atomic_write_bytes(path, buffer.getvalue())
 
 
-_DISK_FULL = ("RESOURCE_EXHAUSTED", "No space left on device", "Disk quota exceeded",
-              "File too large")
+# The operating system's words first: tensorstore's messages start with its status code.
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "File too large",
+              "RESOURCE_EXHAUSTED")
 
 
 def disk_full(e: BaseException) -> str | None:
