@@ -21,10 +21,11 @@ Nothing of size M is allocated (a table of 10^9 clients starts and runs, tested)
   new file and renaming it over the old one, so a checkpoint snapshots the rows by hard-linking
   their files (`snapshot`): no copy, and the live store's later writes leave it intact.
 
-Measured on the 2-core CPU (BUILD_NOTES 1.5): reading / writing 10 rows of 31 KB takes 0.02 /
-0.03 ms in NumPy blocks, 0.17 / 0.19 ms in tensorstore's memory store and 0.26 / 1.4 ms in its
-file store; 50 rows of 16 MB 0.12-0.23 s in NumPy, 0.5-1.3 s on disk. Hence NumPy for rows that
-fit in memory and tensorstore files (not a file format of our own) for those that do not.
+Measured on a 2-core CPU (`benchmarks/population.py --stores`, BUILD_NOTES 2.5): NumPy blocks
+read and write a cohort's rows 3-20x faster than tensorstore's memory store (31 KiB rows: 0.01 /
+0.02 ms against 0.22 / 0.29 ms); tensorstore's files take 0.6-0.7 s for 50 rows of 15.5 MiB.
+Hence NumPy for rows that fit in memory, tensorstore files (not a file format of our own) for
+those that do not.
 
 Per round the table costs one gather of the cohort's rows (an asynchronous transfer to the
 device) and one write-back: `scatter` starts the device-to-host copy of the updated rows at once
@@ -32,7 +33,7 @@ and writes them into the store only when they are next needed (`flush`), so the 
 the device computes. Checkpoints store the touched rows only (`training.checkpoints`).
 
 `resolve('auto', ...)` chooses between the device table, 'host' and 'disk' from the device's
-and the host's memory (`device_memory`, `host_memory`) and the rows a run can touch
+and the host's memory (`device_memory`, the host's MemAvailable) and the rows a run can touch
 (rounds x clients per round).
 """
 from __future__ import annotations
