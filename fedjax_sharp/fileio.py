@@ -3,10 +3,12 @@
 
 A whole-file artefact is written to a temporary file in the same directory, flushed, fsync'ed
 and renamed over the target, so a reader (or a crash) never sees half a file. Files get the
-usual `0o666 & ~umask` mode (mkstemp would make them 0600).
+usual `0o666 & ~umask` mode (mkstemp would make them 0600). `disk_full` tells a full disk from
+other write errors (checkpoints, a disk-backed client table).
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
 import tempfile
@@ -56,3 +58,24 @@ def atomic_savez(path: str, **arrays) -> None:
   buffer = io.BytesIO()
   np.savez(buffer, **arrays)
   atomic_write_bytes(path, buffer.getvalue())
+
+
+# The operating system's words first: tensorstore's messages start with its status code.
+_DISK_FULL = ("No space left on device", "Disk quota exceeded", "File too large",
+              "RESOURCE_EXHAUSTED")
+
+
+def disk_full(e: BaseException) -> str | None:
+  """What says the disk is full (ENOSPC, EDQUOT, EFBIG, or orbax/tensorstore's
+  `RESOURCE_EXHAUSTED: Error writing ... in OCDBT database`, a hundred lines long) in the
+  exception or its causes; None if nothing does."""
+  for _ in range(8):            # the exception, its cause, its cause's cause...
+    if e is None:
+      return None
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+      return e.strerror or errno.errorcode[e.errno]
+    mark = next((m for m in _DISK_FULL if m in str(e)), None)
+    if mark:
+      return mark
+    e = e.__cause__ or e.__context__
+  return None

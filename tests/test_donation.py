@@ -158,8 +158,8 @@ def test_auto_places_the_table_from_the_memory_it_is_given():
 
 def test_bad_table_settings_name_the_field():
   alg = build_algorithm(config_lib.base_config(), apply_fn)
-  with pytest.raises(ValueError, match=r"engine.client_table='disk' is not one of"):
-    client_table_lib.resolve("disk", alg, init_params(0), 4)
+  with pytest.raises(ValueError, match=r"engine.client_table='tape' is not one of"):
+    client_table_lib.resolve("tape", alg, init_params(0), 4)
   with pytest.raises(ValueError, match=r"engine.client_table_budget_mb must be >= 0"):
     client_table_lib.resolve("auto", alg, init_params(0), 4, budget_mb=-1.0)
   c = config_lib.base_config()
@@ -167,6 +167,6 @@ def test_bad_table_settings_name_the_field():
   with pytest.raises(ConfigError, match=r"engine.client_table_budget_mb must be >= 0.*-5.0"):
     config_lib.validate(c)
   c = config_lib.base_config()
-  c.engine.client_table = "disk"
-  with pytest.raises(ConfigError, match=r"engine.client_table='disk' is not one of"):
+  c.engine.client_table = "tape"
+  with pytest.raises(ConfigError, match=r"engine.client_table='tape' is not one of"):
     config_lib.validate(c)

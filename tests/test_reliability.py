@@ -106,6 +106,38 @@ def test_a_real_kill_then_rerun_equals_an_uninterrupted_run(tmp_path, uninterrup
   assert strip(summary) == strip(straight_summary)
 
 
+def test_a_kill_while_a_disk_table_is_checkpointed_loses_nothing(tmp_path):
+  """FedDyn (a dual per client) with its client table on disk, SIGKILLed halfway through linking
+  the rows into the checkpoint of round 4, the only one kept besides round 2's. The checkpoint
+  of round 2 stays the newest, and the same command resumes from it to the uninterrupted run's
+  records and final model. Catches rows linked outside orbax's atomic commit (into the
+  committed step directory after its rename: the kill then leaves a committed checkpoint of
+  round 4 with half its rows, and round 2's deleted)."""
+  args = ("--config.rounds=4", "--config.checkpoint_every=2", "--config.checkpoint_keep=1",
+          "--config.algorithm.name=feddyn", "--config.engine.client_table=disk",
+          "--config.eval.last_n=1", "--config.eval.batch_size=1000")
+  straight = str(tmp_path / "straight")
+  out = cli(*args, workdir=straight)
+  assert out.returncode == 0, out.stderr[-2000:]
+  workdir = str(tmp_path / "killed")
+  killed = cli_runner.run(
+      [sys.executable, os.path.join(ROOT, "tests", "scripts", "kill_in_checkpoint.py"), *BASE,
+       *args, f"--workdir={workdir}"], capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  assert killed.returncode == -9, killed.stderr[-2000:]
+  saved = os.listdir(os.path.join(workdir, "checkpoints"))
+  assert "2" in saved and "4" not in saved, saved
+  assert any(".orbax-checkpoint-tmp" in d for d in saved), saved    # killed mid-write
+  assert len(read_metrics(workdir)) == 4
+  out = cli(*args, workdir=workdir)   # the same command resumes
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "resuming" in out.stderr
+  assert [strip(r) for r in read_metrics(workdir)] == [strip(r) for r in read_metrics(straight)]
+  final = lambda w: open(os.path.join(w, "final_params.msgpack"), "rb").read()
+  assert final(workdir) == final(straight)
+  assert not os.path.exists(os.path.join(workdir, "client_rows"))
+
+
 def test_two_runs_into_one_workdir(tmp_path):
   workdir = str(tmp_path / "shared")
   first = cli("--config.rounds=6", workdir=workdir, wait=False)

@@ -45,7 +45,7 @@ def tiny_config(**overrides):
     ({"data.validation_examples": -5}, "data.validation_examples"),
     ({"engine.devices": -1}, "engine.devices"),
     ({"engine.experiment_devices": 0}, "engine.experiment_devices"),
-    ({"engine.client_table": "disk"}, "engine.client_table"),
+    ({"engine.client_table": "tape"}, "engine.client_table"),
     ({"engine.micro_batch": -1}, "engine.micro_batch"),
 ])
 def test_bad_config_names_the_field(override, field):

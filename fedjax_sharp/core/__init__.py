@@ -2,10 +2,10 @@
 from fedjax_sharp.core import losses, tree
 from fedjax_sharp.core.algorithm import (ClientInfo, Communication, FederatedAlgorithm,
                                          RoundInfo)
-from fedjax_sharp.core.cohort import CohortSampler, num_local_steps
+from fedjax_sharp.core.cohort import ClientSlices, CohortSampler, num_local_steps
 from fedjax_sharp.core.engine import Cohort, RoundEngine, TrainData
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS, ExecutionConfig
 
 __all__ = ["losses", "tree", "ClientInfo", "Communication", "FederatedAlgorithm", "RoundInfo",
-           "CohortSampler", "num_local_steps", "CLIENT_STRATEGIES", "LOCAL_LOOPS", "Cohort",
+           "ClientSlices", "CohortSampler", "num_local_steps", "CLIENT_STRATEGIES", "LOCAL_LOOPS", "Cohort",
            "ExecutionConfig", "RoundEngine", "TrainData"]

@@ -29,6 +29,7 @@ state unchanged (`RoundEngine`).
 """
 from __future__ import annotations
 
+import collections.abc
 import math
 import threading
 from typing import Sequence
@@ -70,12 +71,43 @@ def num_local_steps(num_examples: int, batch_size: int, epochs: int, steps: int)
   return epochs * math.ceil(num_examples / batch_size)
 
 
+class ClientSlices(collections.abc.Sequence):
+  """The examples of M clients as ranges of the training set, in two integer arrays instead of
+  M index arrays: client m holds examples `starts[m] .. starts[m] + sizes[m] - 1` (modulo
+  `num_examples` when given: many clients sharing a smaller pool of examples, as the population
+  benchmark's do). `starts` defaults to the running sum of `sizes` (a training set stored
+  grouped by client). 8 bytes per client (12 past 2^31 examples): a sampler of 10^7 clients
+  holds 80 MB of partition (and 40 MB of step counts), not 10^7 arrays (2.7 GB)."""
+
+  def __init__(self, sizes, starts=None, num_examples: int | None = None):
+    self.sizes = np.asarray(sizes, np.int32)
+    if starts is None:
+      total = int(self.sizes.sum(dtype=np.int64))
+      self.starts = np.zeros(len(self.sizes), np.int32 if total < 2 ** 31 else np.int64)
+      np.cumsum(self.sizes[:-1], out=self.starts[1:])
+    else:
+      starts = np.asarray(starts)
+      self.starts = starts.astype(np.int32 if starts.size and starts.max() < 2 ** 31
+                                  else np.int64)
+    if self.starts.shape != self.sizes.shape:
+      raise ValueError(f"ClientSlices: {len(self.starts)} starts for {len(self.sizes)} sizes")
+    self.num_examples = num_examples
+
+  def __len__(self) -> int:
+    return len(self.sizes)
+
+  def __getitem__(self, m: int) -> np.ndarray:
+    ix = int(self.starts[m]) + np.arange(self.sizes[m], dtype=np.int64)
+    return ix % self.num_examples if self.num_examples else ix
+
+
 class CohortSampler:
   """Samples cohorts ('fixed' or 'poisson', the module docstring) and builds their padded data
   plans.
 
   Args:
-    client_indices: for each of the M clients, the indices of its training examples.
+    client_indices: for each of the M clients, the indices of its training examples (a list
+      of arrays, or a `ClientSlices` for populations of millions).
     clients_per_round: m, the cohort size ('fixed') or its expectation q M ('poisson').
     batch_size: B.
     local_epochs: E, used when `local_steps == 0`.
@@ -94,7 +126,12 @@ class CohortSampler:
                weighting: str = "examples", max_steps: int | None = None,
                sampling: str = "fixed", fixed_denominator: bool = False,
                max_cohort: int | None = None):
-    self.client_indices = [np.asarray(ix, dtype=np.int64) for ix in client_indices]
+    if isinstance(client_indices, ClientSlices):
+      self.client_indices = client_indices
+      self.client_sizes = client_indices.sizes
+    else:
+      self.client_indices = [np.asarray(ix, dtype=np.int64) for ix in client_indices]
+      self.client_sizes = np.array([len(ix) for ix in self.client_indices], np.int64)
     self.num_clients = len(self.client_indices)
     if batch_size < 1:
       raise ValueError(f"local.batch_size must be >= 1, got {batch_size}")
@@ -107,7 +144,7 @@ class CohortSampler:
                        f"got {clients_per_round}")
     if weighting not in WEIGHTINGS:
       raise ValueError(f"aggregation={weighting!r} is not one of {list(WEIGHTINGS)}")
-    if any(len(ix) == 0 for ix in self.client_indices):
+    if self.num_clients and self.client_sizes.min() < 1:
       raise ValueError("every client needs at least one training example")
     if sampling not in SAMPLINGS:
       raise ValueError(f"engine.sampling={sampling!r} is not one of {list(SAMPLINGS)}")
@@ -132,9 +169,15 @@ class CohortSampler:
     self.local_steps = local_steps
     self.seed = seed
     self.weighting = weighting
-    self.steps_per_client = np.array(
-        [num_local_steps(len(ix), batch_size, local_epochs, local_steps)
-         for ix in self.client_indices])
+    # num_local_steps of every client, int32 (4 bytes a client).
+    if local_steps > 0:
+      self.steps_per_client = np.full(self.num_clients, local_steps, np.int32)
+    else:
+      steps = self.client_sizes.astype(np.int32)         # ceil(n_m / B) * E, in place
+      steps += batch_size - 1
+      steps //= batch_size
+      steps *= local_epochs
+      self.steps_per_client = steps
     self.max_steps = int(max_steps or self.steps_per_client.max())
     if self.max_steps < self.steps_per_client.max():
       raise ValueError(f"max_steps={self.max_steps} is smaller than the largest client's "
@@ -239,7 +282,7 @@ class CohortSampler:
     client_ids = np.full((size,), self.num_clients, np.int32)  # padding id M: dropped on scatter
     for c, cid in enumerate(ids):
       batch_idx[c], example_mask[c] = self.client_plan(int(cid), round_idx)
-      num_examples[c] = len(self.client_indices[cid])
+      num_examples[c] = self.client_sizes[cid]
       client_ids[c] = cid
     real = np.arange(size) < num_real
     if drawn and self.fixed_denominator:

@@ -34,7 +34,7 @@ import numpy as np
 
 from fedjax_sharp.core import backends, debugging, donation, host_round, sharding, tree
 from fedjax_sharp.core.hparams import as_arrays
-from fedjax_sharp.core.client_table import HostClientTable
+from fedjax_sharp.core.client_table import HELD_TABLES, HostClientTable
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, ExecutionConfig, Footprint
 from fedjax_sharp.core.algorithm import ClientInfo, FederatedAlgorithm, RoundInfo
 
@@ -105,7 +105,9 @@ class RoundEngine:
       backend: the CPU runs the program an accelerator runs; JAX's CPU backend donates too).
       `donate=False` keeps the inputs alive (e.g. to run two engines from one state).
     client_table: 'device' (a dense [M, ...] pytree updated inside jit) | 'host' (a
-      `HostClientTable`: the cohort's rows only reach the device; for large M).
+      `HostClientTable` of the touched rows in host memory: the cohort's rows only reach the
+      device; for large M) | 'disk' (the same with the rows in files, for touched rows larger
+      than the host's memory).
     mesh: a `jax.sharding.Mesh` with axes 'clients' (and 'experiments' for sweeps) from
       `core.sharding.make_mesh`: the cohort and the client table are split by client across
       it, the rest replicated (see `core.sharding`). None: one device.
@@ -121,8 +123,9 @@ class RoundEngine:
     execution.validate()
     if "auto" in (execution.client_strategy, execution.local_loop):
       logging.debug("engine 'auto' -> %s", execution.reason(footprint=footprint))
-    if client_table not in ("device", "host"):
-      raise ValueError(f"engine.client_table={client_table!r} is not one of ['device', 'host']")
+    if client_table not in ("device", *HELD_TABLES):
+      raise ValueError(f"engine.client_table={client_table!r} is not one of "
+                       f"{['device', *HELD_TABLES]}")
     self.client_table = client_table
     self.mesh = mesh
     self.execution = execution.resolved(footprint=footprint)
@@ -175,15 +178,16 @@ class RoundEngine:
     """Largest number of traces of any jitted piece: 1 means nothing was ever recompiled."""
     return max(self.trace_counts.values(), default=0)
 
-  def init(self, params):
+  def init(self, params, table_directory: str | None = None):
     """Returns (server_state, client_table) for initial global parameters. The table is a
-    dense device pytree, or a `HostClientTable` with `client_table='host'`. No two leaves of
+    dense device pytree, or a `HostClientTable` with `client_table='host'` or 'disk' (its rows'
+    files under `table_directory`, replaced; None: a temporary directory). No two leaves of
     the result share a buffer, nor does any leaf share one with `params` (`unalias`), so the
     round can donate them and `params` survives the first round."""
     server_state = self.algorithm.server_init(params)
     row = self.algorithm.client_state_init(params)
-    if self.client_table == "host":
-      table = HostClientTable(row, self.num_clients)
+    if self.client_table in HELD_TABLES:
+      table = HostClientTable(row, self.num_clients, self.client_table, table_directory)
     else:
       table = tile_client_state(row, self.num_clients)
       if self.mesh is not None:   # whole row blocks per device (unused rows appended)

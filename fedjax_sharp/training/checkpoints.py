@@ -9,6 +9,12 @@ On resume the saved config is compared with the current one: any difference in a
 changes the computation (`config.SETTING_FIELDS`, `algorithm.name` and its block) is refused
 with the list of fields; `rounds` may grow (extending a finished run).
 
+A table held off the device (`core.client_table`) stores its touched rows only: a 'host' table
+their ids and rows in the state item; a 'disk' table their ids and slots there and the rows'
+files, hard-linked into the checkpoint's own `client_rows` item inside orbax's temporary
+directory, so they are committed (or lost to a kill) with the rest. Either kind resumes from
+the other's checkpoint ('auto' may choose differently on the resumed run's machine).
+
 Multi-process runs (`core.distributed`): every process calls `save` and `restore` together on
 the same directory (a filesystem all hosts share). A global `jax.Array` split across the
 processes (the client table on the mesh) is written by its owners, each process its own row
@@ -36,9 +42,10 @@ import jax
 from jax.experimental import multihost_utils
 import numpy as np
 
-from fedjax_sharp.core.client_table import HostClientTable
+from fedjax_sharp.core.client_table import HELD_TABLES, HostClientTable
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import WorkdirError
+from fedjax_sharp.fileio import disk_full
 from fedjax_sharp.training.workdir import CHECKPOINT_DIRECTORY as DIRECTORY
 from fedjax_sharp.training.workdir import mismatch_message, setting_differences
 
@@ -100,26 +107,72 @@ def _global_or_host(x):
   return jax.device_get(x)
 
 
+# The checkpoint item of a disk table's rows: their files, hard-linked (`DiskRows.snapshot`).
+ROWS_ITEM = "client_rows"
+_ROWS_ARGS = []
+
+
+def _rows_args():
+  """(save, restore) orbax arguments of ROWS_ITEM, registered on first use: a handler that
+  snapshots a disk table's rows into the checkpoint's temporary directory, which orbax then
+  commits with the rest (a kill before the commit leaves the previous checkpoint the newest),
+  and on restore gives the table the item's directory to link its rows back from."""
+  if not _ROWS_ARGS:
+    import dataclasses  # pylint: disable=g-import-not-at-top
+    from typing import Any  # pylint: disable=g-import-not-at-top
+
+    class ClientRowsHandler(ocp.CheckpointHandler):
+      def save(self, directory, args):
+        args.table.snapshot(str(directory))
+
+      def restore(self, directory, args=None):
+        del args
+        return str(directory)
+
+    @ocp.args.register_with_handler(ClientRowsHandler, for_save=True)
+    @dataclasses.dataclass
+    class ClientRowsSave(ocp.args.CheckpointArgs):
+      table: Any
+
+    @ocp.args.register_with_handler(ClientRowsHandler, for_restore=True)
+    @dataclasses.dataclass
+    class ClientRowsRestore(ocp.args.CheckpointArgs):
+      pass
+
+    _ROWS_ARGS.extend((ClientRowsSave, ClientRowsRestore))
+  return _ROWS_ARGS
+
+
+def table_kind(client_table) -> str:
+  """'device', 'host' or 'disk': where `client_table` holds its rows."""
+  return client_table.kind if isinstance(client_table, HostClientTable) else "device"
+
+
+_WHERE = {"device": "in device memory", "host": "in host memory", "disk": "in files on disk"}
+
+
 def save(workdir: str, config, next_round: int, server_state, client_table, bytes_total: int,
          keep: int = 2) -> None:
   """Writes the checkpoint of round `next_round`. Multi-process: every process calls it with
   the same `workdir`."""
-  host = isinstance(client_table, HostClientTable)   # refused by multi-process runs
-  clients = (client_table.to_checkpoint() if host
+  kind = table_kind(client_table)   # a held table is refused by multi-process runs
+  clients = (client_table.to_checkpoint() if kind in HELD_TABLES
              else jax.tree.map(_global_or_host, client_table))
   state = {"server": jax.tree.map(_global_or_host, server_state), "clients": clients}
   meta = {"next_round": int(next_round), "bytes_total": int(bytes_total),
           "process_count": jax.process_count(),
           "fingerprint": fingerprint(config),
           "config": json.loads(config_lib.resolved_setting(config).to_json_best_effort()),
-          # A host-held table stores its touched rows only: their count shapes the restore.
-          "client_table": "host" if host else "device",
-          "client_rows": int(len(clients["ids"])) if host else None}
+          # A held table stores its touched rows only: their count shapes the restore.
+          "client_table": kind,
+          "client_rows": int(len(clients["ids"])) if kind in HELD_TABLES else None}
+  items = {"state": ocp.args.PyTreeSave(state), "meta": ocp.args.JsonSave(meta)}
+  if kind == "disk":
+    items[ROWS_ITEM] = _rows_args()[0](client_table)
   held = _HeldLogs()
   try:
     with _manager(workdir, keep) as manager, _orbax_logs_held(held):
-      manager.save(int(next_round), args=ocp.args.Composite(
-          state=ocp.args.PyTreeSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+      manager.save(int(next_round), args=ocp.args.Composite(**items), force=True)
   except Exception as e:  # pylint: disable=broad-except
     ignore_abandoned_async_work()
     gc.collect()
@@ -167,27 +220,6 @@ def _orbax_logs_held(held: _HeldLogs):
   finally:
     logger.removeFilter(held)
   held.release()
-
-
-_DISK_FULL = ("RESOURCE_EXHAUSTED", "No space left on device", "Disk quota exceeded",
-              "File too large")
-
-
-def disk_full(e: BaseException) -> str | None:
-  """What says the disk is full (ENOSPC, EDQUOT, EFBIG, or orbax/tensorstore's
-  `RESOURCE_EXHAUSTED: Error writing ... in OCDBT database`, a hundred lines long) in the
-  exception or its causes; None if nothing does."""
-  import errno  # pylint: disable=g-import-not-at-top
-  for _ in range(8):            # the exception, its cause, its cause's cause...
-    if e is None:
-      return None
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-      return e.strerror or errno.errorcode[e.errno]
-    mark = next((m for m in _DISK_FULL if m in str(e)), None)
-    if mark:
-      return mark
-    e = e.__cause__ or e.__context__
-  return None
 
 
 # The metadata keys that checkpoints of older versions lack, with what their absence meant:
@@ -290,7 +322,7 @@ def _set_aside(workdir: str, step: int) -> str:
 def _restore_step(workdir: str, step: int, config, server_state, client_table):
   """`restore` of checkpoint `step`; raises _Unreadable when orbax cannot read it."""
   path = os.path.join(workdir, DIRECTORY, str(step))
-  host = isinstance(client_table, HostClientTable)
+  kind = table_kind(client_table)
   ignore_abandoned_async_work()
   try:
     with _manager(workdir, 2) as manager, warnings.catch_warnings():
@@ -309,16 +341,22 @@ def _restore_step(workdir: str, step: int, config, server_state, client_table):
         raise WorkdirError(f"{path} is at round {meta['next_round']}, beyond rounds="
                            f"{config.rounds}; raise --config.rounds or use another --workdir")
       saved_kind = meta["client_table"]
-      if saved_kind != ("host" if host else "device"):
+      # 'host' and 'disk' tables both store their touched rows, and each loads the other's.
+      if (saved_kind in HELD_TABLES) != (kind in HELD_TABLES):
         raise WorkdirError(
-            f"{path} holds a {saved_kind}-memory client table but this run keeps it in "
-            f"{'host' if host else 'device'} memory: resume with "
-            f"--config.engine.client_table={saved_kind}")
+            f"{path} holds a client table {_WHERE[saved_kind]} but this run keeps it "
+            f"{_WHERE[kind]}: resume with --config.engine.client_table={saved_kind}")
       template = {"server": server_state,
-                  "clients": (client_table.checkpoint_template(meta["client_rows"]) if host
-                              else client_table)}
-      state = manager.restore(step, args=ocp.args.Composite(state=ocp.args.PyTreeRestore(
-          item=template, restore_args=_restore_args(template))))
+                  "clients": (client_table.checkpoint_template(meta["client_rows"], saved_kind)
+                              if kind in HELD_TABLES else client_table)}
+      items = {"state": ocp.args.PyTreeRestore(item=template,
+                                               restore_args=_restore_args(template))}
+      if saved_kind == "disk":
+        items[ROWS_ITEM] = _rows_args()[1]()
+      state = manager.restore(step, args=ocp.args.Composite(**items))
+      if kind in HELD_TABLES:   # the rows as they are (NumPy), or linked back from their files
+        client_table.load_checkpoint(state["state"]["clients"],
+                                     state[ROWS_ITEM] if saved_kind == "disk" else None)
   except WorkdirError:
     raise
   except Exception as e:  # pylint: disable=broad-except
@@ -329,7 +367,7 @@ def _restore_step(workdir: str, step: int, config, server_state, client_table):
   if jax.process_count() == 1:   # the leaves `_restore_args` brought to the host: back uncommitted
     state = jax.tree.map(lambda x, y: jax.device_put(y) if _uncommitted(x) else y,
                          template, state)
-  clients = client_table.load_checkpoint(state["clients"]) if host else state["clients"]
+  clients = client_table if kind in HELD_TABLES else state["clients"]
   return (int(meta["next_round"]), state["server"], clients, int(meta["bytes_total"]), meta)
 
 

@@ -72,7 +72,9 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                                  sampler.shape[0])
   client_table = client_table_lib.resolve(str(config.engine.client_table), algorithm, params,
                                           len(client_indices),
-                                          float(config.engine.client_table_budget_mb))
+                                          float(config.engine.client_table_budget_mb),
+                                          rounds=int(config.rounds),
+                                          clients_per_round=int(config.clients_per_round))
   mesh = sharding.mesh_for(int(config.engine.devices), int(config.engine.experiment_devices))
   engine = RoundEngine(algorithm, len(client_indices), execution, preprocess=preprocess,
                        client_table=client_table, mesh=mesh, footprint=footprint)

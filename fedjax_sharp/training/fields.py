@@ -204,8 +204,10 @@ SECTIONS: dict[str, dict[str, Hyperparameter]] = {
         micro_batch=(0, ">= 0", "model called on pieces of this many examples in training "
                      "(0 = whole batches)"),
         client_table=("auto", tuple(sorted(CLIENT_TABLES)),
-                      "per-client state table: 'device' | 'host' | 'auto' (host above the "
-                      "budget)"),
+                      "per-client state table: 'device' | 'host' (touched rows in memory) | "
+                      "'disk' (touched rows in files under the workdir) | 'auto' (host above "
+                      "the budget, disk when the rows the run can touch pass half the "
+                      "host's memory)"),
         client_table_budget_mb=(0.0, ">= 0", "'auto''s budget for the dense table: 0 = a "
                                 "quarter of the device's memory; > 0: MiB"),
         devices=(1, ">= 0", "devices of the client mesh (1 = one device, 0 = all)"),

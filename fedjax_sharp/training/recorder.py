@@ -20,6 +20,7 @@ import numpy as np
 
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.core import tree
+from fedjax_sharp.core.client_table import HostClientTable
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import hooks as hooks_lib
@@ -89,12 +90,16 @@ class RunRecorder:
     # The code that runs is the code at the start: a checkout moved during the run must not
     # change what the summary says produced it.
     self.provenance = provenance() if run_provenance is None else run_provenance
-    self.server_state, self.client_table = exp.engine.init(exp.init_params)
+    self.checkpoint_workdir = workdir or checkpoint_workdir
+    # A disk table's live rows: under the workdir (its checkpoints hard-link them; replaced at
+    # every start, a resume brings them back from the checkpoint), removed at `close`.
+    rows = (os.path.join(self.checkpoint_workdir, workdir_lib.CLIENT_ROWS_DIRECTORY)
+            if self.checkpoint_workdir else None)
+    self.server_state, self.client_table = exp.engine.init(exp.init_params, rows)
     self.start_round, self.bytes_total, self.records = 0, 0, []
     self.withhold_client_metrics = (exp.accounting is not None
                                     and not config.dp.record_client_metrics)
     self.train_key = jax.random.fold_in(jax.random.key(config.seed), STREAM_TRAIN)
-    self.checkpoint_workdir = workdir or checkpoint_workdir
     restored = False
     if workdir:
       restored = self._open_workdir()
@@ -110,9 +115,10 @@ class RunRecorder:
     devices = exp.engine.host_devices
     side_by_side = (f" on {len(devices)} {devices[0].platform.upper()} devices"
                     if len(devices) > 1 else "")
-    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s%s", config.name,
+    on_disk = (", client rows on disk" if exp.engine.client_table == "disk" else "")
+    logging.info("%s: %s on %s, %d clients, %d/round, engine %s/%s%s%s%s", config.name,
                  exp.algorithm.name, where, len(exp.client_indices), config.clients_per_round,
-                 execution.client_strategy, execution.local_loop, side_by_side, dtype)
+                 execution.client_strategy, execution.local_loop, side_by_side, dtype, on_disk)
     logging.debug("%s: cohort shape (C, S, B) = %s, %d parameters, engine %s, %s",
                   config.name, exp.sampler.shape, tree.num_elements(exp.init_params), execution,
                   "one device" if exp.engine.mesh is None else
@@ -275,6 +281,8 @@ class RunRecorder:
       except OSError as e:
         logging.error("closing the %s hook failed: %s", type(hook).__name__, e)
     self.exp.feeder.close()
+    if isinstance(self.client_table, HostClientTable):
+      self.client_table.close()   # a disk table's live rows (the checkpoints keep theirs)
     summary = _summarize_run(self.config, self.exp, self.records, self.build_time,
                              self.provenance, status,
                              self.averager.count if self.averager else None)

@@ -27,6 +27,7 @@ from fedjax_sharp.training import fields as fields_lib
 
 LOCK = ".lock"
 CHECKPOINT_DIRECTORY = "checkpoints"      # orbax checkpoints (checkpoints.py)
+CLIENT_ROWS_DIRECTORY = "client_rows"     # a disk client table's live rows (core/client_table.py)
 LEGACY_CHECKPOINT = "checkpoint.msgpack"  # the format before orbax; not readable any more
 METRICS = "metrics.jsonl"
 REPLACED_METRICS = "metrics.replaced.jsonl"
