@@ -21,11 +21,10 @@ Nothing of size M is allocated (a table of 10^9 clients starts and runs, tested)
   new file and renaming it over the old one, so a checkpoint snapshots the rows by hard-linking
   their files (`snapshot`): no copy, and the live store's later writes leave it intact.
 
-Measured on a 2-core CPU (`benchmarks/population.py --stores`, BUILD_NOTES 2.5): NumPy blocks
-read and write a cohort's rows 3-20x faster than tensorstore's memory store (31 KiB rows: 0.01 /
-0.02 ms against 0.22 / 0.29 ms); tensorstore's files take 0.6-0.7 s for 50 rows of 15.5 MiB.
-Hence NumPy for rows that fit in memory, tensorstore files (not a file format of our own) for
-those that do not.
+NumPy blocks read and write a cohort's rows faster than tensorstore's memory store, and
+tensorstore's files are the slowest but need no memory (measured by `benchmarks/population.py
+--stores`: docs/performance.md, "Large populations"). Hence NumPy for rows that fit in memory,
+tensorstore files (not a file format of our own) for those that do not.
 
 Per round the table costs one gather of the cohort's rows (an asynchronous transfer to the
 device) and one write-back: `scatter` starts the device-to-host copy of the updated rows at once

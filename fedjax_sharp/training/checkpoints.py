@@ -170,11 +170,11 @@ def save(workdir: str, config, next_round: int, server_state, client_table, byte
   if kind == "disk":
     items[ROWS_ITEM] = _rows_args()[0](client_table)
   held = _HeldLogs()
+  ignore_abandoned_async_work()   # before the save: the noise may come as soon as it fails
   try:
     with _manager(workdir, keep) as manager, _orbax_logs_held(held):
       manager.save(int(next_round), args=ocp.args.Composite(**items), force=True)
   except Exception as e:  # pylint: disable=broad-except
-    ignore_abandoned_async_work()
     gc.collect()
     why = disk_full(e)
     if why is None:
@@ -381,9 +381,9 @@ def ignore_abandoned_async_work() -> None:
   ("RuntimeError: Event loop is closed", a traceback through `sys.unraisablehook`, at any time
   up to the process's exit) and their tasks are collected with "Task exception was never
   retrieved" (asyncio's logger). The error itself is reported in one line; these copies of it
-  are dropped. Everything else reaches the previous hook and the logger as before. Installed
-  once per process, by the first restore (before orbax runs: the noise may come as soon as the
-  loop closes) or by a failed save."""
+  are dropped (also when a native callback prints it through `sys.excepthook`). Everything else
+  reaches the previous hooks and the logger as before. Installed once per process, before the
+  first restore or save runs (the noise may come as soon as the loop closes)."""
   if _IGNORING_ABANDONED:
     return
   previous = sys.unraisablehook
@@ -394,6 +394,13 @@ def ignore_abandoned_async_work() -> None:
       return
     previous(unraisable)
   sys.unraisablehook = hook
+  previous_excepthook = sys.excepthook
+
+  def excepthook(kind, value, traceback):   # the same error printed by a native callback
+    if isinstance(value, RuntimeError) and str(value) == "Event loop is closed":
+      return
+    previous_excepthook(kind, value, traceback)
+  sys.excepthook = excepthook
   std_logging.getLogger("asyncio").addFilter(
       lambda record: "exception was never retrieved" not in record.getMessage())
   _IGNORING_ABANDONED.append(True)
