@@ -25,6 +25,7 @@ PRELUDE = {
     "docs/adding_an_algorithm.md": "",
     "docs/adding_a_data_source.md": "",
     "docs/privacy.md": "",
+    "docs/adding_a_hook.md": "",
 }
 
 # Blocks not run, by (file, the block's first line), with the reason.

@@ -16,13 +16,15 @@ import math
 from typing import Any, Callable
 
 from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, check
+from fedjax_sharp.analysis.round_metrics import ROUND_METRICS
 from fedjax_sharp.core.client_table import CLIENT_TABLES
 from fedjax_sharp.core.cohort import SAMPLINGS
 from fedjax_sharp.core.execution import CLIENT_STRATEGIES, LOCAL_LOOPS
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.models.registry import COMPUTE_DTYPE_VALUES, CONV_IMPL_VALUES
 
-ANALYSIS_METRICS = ("lambda_max", "hessian_trace", "sam_sharpness", "client_percentiles")
+# The metrics `analysis.metrics` may name: the table's (`analysis.round_metrics`).
+ANALYSIS_METRICS = ROUND_METRICS
 TASKS = ("classification", "quadratic", "pl", "simplex", "bilinear", "fair_classification",
          "gan")
 _ON_OFF = (True, False)

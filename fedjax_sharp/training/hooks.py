@@ -1,6 +1,7 @@
 """The jobs done after each round of a run, one small object each, in the spirit of the periodic
-actions of flax's examples (`clu.periodic_actions`). `recorder.RunRecorder` builds them from the
-config (`RunRecorder.make_hooks`, the one place) and calls them in order after every round.
+actions of flax's examples (`clu.periodic_actions`). `default_hooks` builds them from the config
+(the one place), with the caller's own (`loop.run(..., hooks=)`), and `recorder.RunRecorder`
+calls them in order after every round (docs/adding_a_hook.md).
 
 Every hook has the same two methods and owns its cadence (`Hook.due`: every `every` rounds and
 at the last one):
@@ -10,7 +11,7 @@ at the last one):
 
 The order: `Evaluator` (test metrics), `RoundAnalysis` (geometry during training),
 `PrivacyAccountant` (epsilon so far, with differential privacy), `ServerStats` (the
-algorithm's own per-round quantities, where it has them), `Clock`
+algorithm's own per-round quantities, where it has them), the caller's own hooks, `Clock`
 (round and wall time), `MetricsWriter` (metrics.jsonl), `TensorBoard`, `DivergenceGuard`,
 `Checkpointer`, `Averager`, `Artifacts`, `FinalModel`, then the progress line
 (`progress.Progress`). Hooks that add fields to the record run before the ones that write it;
@@ -23,7 +24,7 @@ import dataclasses
 import os
 import shutil
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from absl import logging
 import flax.serialization
@@ -31,10 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_sharp.analysis import round_metrics
 from fedjax_sharp.core import tree
 from fedjax_sharp.errors import DivergedError
 from fedjax_sharp.training import checkpoints
 from fedjax_sharp.training import metrics as metrics_lib
+from fedjax_sharp.training import workdir as workdir_lib
+from fedjax_sharp.training.progress import Progress
 
 FINAL_PARAMS = "final_params.msgpack"      # the global model after the last round
 AVERAGE_PARAMS = "average_params.msgpack"  # the mean of the last `eval.average_last` models
@@ -159,26 +163,16 @@ class RoundAnalysis(Hook):
       rnd.record.update(self.measure(rnd.params, rnd.t))
 
   def measure(self, params, t: int) -> dict:
-    """The metrics of every schedule due after round index `t` ({} if none is)."""
-    from fedjax_sharp.analysis import clients, hessian, sharpness  # pylint: disable=g-import-not-at-top
+    """The metrics of every schedule due after round index `t` ({} if none is), from the
+    table `analysis.round_metrics.ROUND_METRICS`."""
     out = {}
     for sched in self.schedules:
       if (t + 1) % sched["every"] and t + 1 != self.rounds:
         continue
-      metrics, batches = sched["metrics"], self.batches[sched["examples"]]
-      if "lambda_max" in metrics:
-        out["lambda_max"] = float(hessian.top_eigenvalues(self.loss_fn, params, batches, k=1,
-                                                          iters=sched["iters"])[0])
-      if "hessian_trace" in metrics:
-        out["hessian_trace"] = sharpness.hutchinson_trace(
-            self.loss_fn, params, batches, num_probes=sched["trace_probes"])["trace"]
-      if "sam_sharpness" in metrics:
-        out["sam_sharpness"] = sharpness.sam_sharpness(self.loss_fn, params, batches,
-                                                       rho=sched["rho"])["sam_sharpness"]
-      if "client_percentiles" in metrics:
-        out.update(clients.model_client_percentiles(
-            self.exp.apply_fn, params, self.exp.dataset, self.exp.client_indices,
-            trained=self.trained, preprocess=self.exp.eval_preprocess))
+      inputs = round_metrics.MetricInputs(params, self.batches[sched["examples"]], self.loss_fn,
+                                          self.exp, self.trained, sched)
+      for name in sched["metrics"]:
+        out.update(round_metrics.ROUND_METRICS[name](inputs))
     return out
 
 
@@ -356,3 +350,51 @@ class FinalModel(Hook):
   def on_round(self, rnd: Round) -> None:
     if rnd.t + 1 == self.rounds:
       save_params(self.path, rnd.params)
+
+
+def default_hooks(config, exp, *, workdir: str | None, checkpoint_workdir: str | None,
+                  records: list, start_round: int = 0, progress: bool | str = True,
+                  truncate: bool = True, extra: Sequence[Hook] = ()) -> list[Hook]:
+  """The hooks a run's config asks for, in the order they run after each round:
+
+  1. `Evaluator`, `RoundAnalysis` (`config.analysis`), `PrivacyAccountant` (DP), `ServerStats`
+     (the algorithm's `round_stats`): they fill the round's record;
+  2. `extra`, the caller's own hooks (`loop.run(..., hooks=)`): they see that record and may
+     add fields to it, which are then written;
+  3. `Clock`, `MetricsWriter` (metrics.jsonl), `TensorBoard`, `DivergenceGuard`,
+     `Checkpointer`, `Averager`, `Artifacts`, `FinalModel`, `Progress`: time, write, stop,
+     save and show.
+
+  `records`: the records kept from before a resume (the writer appends to them); `truncate`:
+  start metrics.jsonl afresh; `progress`: a string labels the line (a comparison's 'fedgmt
+  seed 0')."""
+  rounds = config.rounds
+  path = lambda name: os.path.join(workdir, name) if workdir else None
+  hooks = [Evaluator(exp, rounds, config.eval.every, config.eval.last_n)]
+  analysis = RoundAnalysis.from_config(config, exp, start_round)
+  if analysis is not None:    # else nothing is built, traced or run
+    hooks.append(analysis)
+  if exp.accounting is not None:
+    hooks.append(PrivacyAccountant(exp.accounting))
+  if exp.algorithm.round_stats is not None:
+    hooks.append(ServerStats(exp.algorithm.round_stats))
+  hooks.extend(extra)
+  hooks.append(Clock(records[-1]["wall_time_s"] if records else 0.0))
+  hooks.append(MetricsWriter(records, path(workdir_lib.METRICS), truncate))
+  if workdir and config.log.tensorboard:
+    hooks.append(TensorBoard(path("tensorboard"), records))
+  hooks.append(DivergenceGuard(config.training.on_nonfinite, workdir))
+  if checkpoint_workdir and config.checkpoint_every:
+    hooks.append(Checkpointer(config, checkpoint_workdir, config.checkpoint_every,
+                              config.checkpoint_keep))
+  if config.eval.average_last:
+    hooks.append(Averager(rounds, config.eval.average_last, path(AVERAGE_PARAMS)))
+  if workdir and exp.artifacts:
+    hooks.append(Artifacts(exp.artifacts, workdir, rounds, config.eval.artifact_every))
+  if workdir:
+    hooks.append(FinalModel(rounds, path(FINAL_PARAMS)))
+  if progress:
+    hooks.append(Progress(rounds, int(config.log_every) or None, start=start_round,
+                          metric=exp.metric,
+                          label=progress if isinstance(progress, str) else None))
+  return hooks

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Sequence
 
 from fedjax_sharp.core import distributed
 from fedjax_sharp.errors import DivergedError, RunInterrupted
@@ -29,7 +30,7 @@ from fedjax_sharp.training.classification_experiment import (build_classificatio
                                                              model_fields)
 from fedjax_sharp.training.experiment import (STREAM_INIT, STREAM_TRAIN, Experiment,
                                               is_token_dataset, make_evaluator, make_preprocess)
-from fedjax_sharp.training.hooks import (AVERAGE_PARAMS, FINAL_PARAMS, RoundAnalysis,
+from fedjax_sharp.training.hooks import (AVERAGE_PARAMS, FINAL_PARAMS, Hook, RoundAnalysis,
                                          load_params, save_params)
 from fedjax_sharp.training.progress import Progress
 from fedjax_sharp.training.recorder import STATUSES, VOCABULARY_FILE, RunRecorder, provenance
@@ -101,8 +102,10 @@ def _naming_last_checkpoint(checkpoint_workdir: str | None):
 
 
 def run(config, workdir: str | None = None, progress: bool | str = True,
-        experiment: Experiment | None = None) -> dict:
+        experiment: Experiment | None = None, hooks: Sequence[Hook] = ()) -> dict:
   """Runs the experiment; writes config.json, metrics.jsonl and summary.json under `workdir`.
+  `hooks`: the caller's own `training.hooks.Hook`s, run after each round once the built-in
+  ones have filled the round's record and before it is written (`hooks.default_hooks`).
   `progress`: show the progress line (`training.progress`); a string also names the run on it.
 
   Reliability (docs/reliability.md has the table of fault cases): one run per workdir (a lock), a
@@ -134,7 +137,8 @@ def run(config, workdir: str | None = None, progress: bool | str = True,
                          if config_lib.is_minimax(config)
                          else build_classification_experiment(config))
     r = RunRecorder(config, workdir, exp, time.time() - t_build, progress,
-                    checkpoint_workdir=checkpoint_workdir, run_provenance=started_from)
+                    checkpoint_workdir=checkpoint_workdir, run_provenance=started_from,
+                    hooks=hooks)
     status = "failed"
     try:
       with signals_as_interrupt() as check_signals:

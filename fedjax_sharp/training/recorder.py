@@ -11,6 +11,7 @@ import math
 import os
 import shutil
 import time
+from typing import Sequence
 
 from absl import logging
 import jax
@@ -27,7 +28,6 @@ from fedjax_sharp.training import hooks as hooks_lib
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training import workdir as workdir_lib
 from fedjax_sharp.training.experiment import STREAM_TRAIN, Experiment
-from fedjax_sharp.training.progress import Progress
 
 VOCABULARY_FILE = "vocabulary.json"     # text datasets: pass as data.vocabulary_path to reuse
 
@@ -85,8 +85,9 @@ class RunRecorder:
 
   def __init__(self, config, workdir: str | None, exp: Experiment, build_time: float,
                progress: bool | str = True, checkpoint_workdir: str | None = None,
-               run_provenance: dict | None = None):
+               run_provenance: dict | None = None, hooks: Sequence[hooks_lib.Hook] = ()):
     self.config, self.workdir, self.exp, self.build_time = config, workdir, exp, build_time
+    self.extra_hooks = tuple(hooks)   # the caller's own (`loop.run(..., hooks=)`)
     # The code that runs is the code at the start: a checkout moved during the run must not
     # change what the summary says produced it.
     self.provenance = provenance() if run_provenance is None else run_provenance
@@ -127,40 +128,14 @@ class RunRecorder:
     self.hooks = self.make_hooks(progress, truncate=not restored)
 
   def make_hooks(self, progress: bool | str, truncate: bool = True) -> list[hooks_lib.Hook]:
-    """The run's hooks from its config, in the order `record_round` calls them (the module doc
-    of `training.hooks`). `truncate`: start metrics.jsonl afresh (not a resumed run)."""
-    config, exp, workdir = self.config, self.exp, self.workdir
-    rounds = config.rounds
-    path = lambda name: os.path.join(workdir, name) if workdir else None
-    self.averager = None   # the summary counts the models it averaged
-    hooks = [hooks_lib.Evaluator(exp, rounds, config.eval.every, config.eval.last_n)]
-    analysis = hooks_lib.RoundAnalysis.from_config(config, exp, self.start_round)
-    if analysis is not None:    # else nothing is built, traced or run
-      hooks.append(analysis)
-    if exp.accounting is not None:
-      hooks.append(hooks_lib.PrivacyAccountant(exp.accounting))
-    if exp.algorithm.round_stats is not None:
-      hooks.append(hooks_lib.ServerStats(exp.algorithm.round_stats))
-    hooks.append(hooks_lib.Clock(self.records[-1]["wall_time_s"] if self.records else 0.0))
-    hooks.append(hooks_lib.MetricsWriter(self.records, path(workdir_lib.METRICS), truncate))
-    if workdir and config.log.tensorboard:
-      hooks.append(hooks_lib.TensorBoard(path("tensorboard"), self.records))
-    hooks.append(hooks_lib.DivergenceGuard(config.training.on_nonfinite, workdir))
-    if self.checkpoint_workdir and config.checkpoint_every:
-      hooks.append(hooks_lib.Checkpointer(config, self.checkpoint_workdir,
-                                          config.checkpoint_every, config.checkpoint_keep))
-    if config.eval.average_last:
-      self.averager = hooks_lib.Averager(rounds, config.eval.average_last,
-                                         path(hooks_lib.AVERAGE_PARAMS))
-      hooks.append(self.averager)
-    if workdir and exp.artifacts:
-      hooks.append(hooks_lib.Artifacts(exp.artifacts, workdir, rounds, config.eval.artifact_every))
-    if workdir:
-      hooks.append(hooks_lib.FinalModel(rounds, path(hooks_lib.FINAL_PARAMS)))
-    if progress:   # a string: the run's name on the line (a comparison's 'fedgmt seed 0')
-      hooks.append(Progress(rounds, int(config.log_every) or None, start=self.start_round,
-                            metric=exp.metric,
-                            label=progress if isinstance(progress, str) else None))
+    """The run's hooks (`hooks.default_hooks`, with the caller's own); `truncate`: start
+    metrics.jsonl afresh (not a resumed run)."""
+    hooks = hooks_lib.default_hooks(
+        self.config, self.exp, workdir=self.workdir, checkpoint_workdir=self.checkpoint_workdir,
+        records=self.records, start_round=self.start_round, progress=progress,
+        truncate=truncate, extra=self.extra_hooks)
+    # The summary counts the models the averager averaged.
+    self.averager = next((h for h in hooks if isinstance(h, hooks_lib.Averager)), None)
     return hooks
 
   def _restore(self) -> bool:
