@@ -493,13 +493,13 @@ def test_compare_names_the_algorithm_and_seed_on_each_runs_progress_line(tmp_pat
   assert shown == [False]
 
 
-def test_a_block_the_run_does_not_use_is_refused_and_a_config_json_with_every_block_resumes(
+def test_a_block_the_run_does_not_use_is_refused_and_a_run_resumes_from_its_config_json(
     tmp_path):
   """A field set for a block no run of the command uses is one line naming the fix (the docs'
   own `--config.algorithm.my_fedprox.mu=0.1` trained FedAvg and said nothing), for the
   algorithm, model and task blocks, a comparison and a variant alike. Values a config file
-  writes into several blocks, as config.json holds every block, are not refused: such a run
-  resumes."""
+  writes into several blocks (a comparison's file) are not refused, and such a run resumes
+  from its config.json, which holds only the blocks it used."""
   from fedjax_sharp.errors import ConfigError           # pylint: disable=g-import-not-at-top
   from fedjax_sharp.training import cli, compare, fields, loop, run_analysis  # pylint: disable=g-import-not-at-top
   config = _tiny_grid_config()
@@ -532,7 +532,12 @@ def test_a_block_the_run_does_not_use_is_refused_and_a_config_json_with_every_bl
   exp = loop.build_experiment(config)
   loop.run(config, str(tmp_path), progress=False, experiment=exp)
   saved = run_analysis.load_run_config(str(tmp_path))
-  assert saved.algorithm.fedgmt.gamma == 0.3 and saved.model.resnet8.groups == 4
+  # config.json leaves out the blocks the run did not use: they read back at their defaults.
+  recorded = json.loads((tmp_path / "config.json").read_text())
+  assert "fedgmt" not in recorded["algorithm"] and "resnet8" not in recorded["model"]
+  base = config_lib.base_config()
+  assert saved.algorithm.fedgmt.gamma == base.algorithm.fedgmt.gamma
+  assert saved.model.resnet8.groups == base.model.resnet8.groups
   fields.refuse_unused([], [saved])
   resumed = loop.run(saved, str(tmp_path), progress=False, experiment=exp)
   assert resumed["status"] == "completed" and resumed["completed_rounds"] == 3

@@ -40,6 +40,33 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
+def recorded(config) -> dict:
+  """What a run's config.json holds: the (resolved) config without the per-choice blocks its
+  choices do not use (`fields.unused_blocks`: the other algorithms' hyperparameters, the other
+  models' and tasks' blocks), so that it says what the run used and nothing else."""
+  out = config.to_dict()
+  for block in fields.unused_blocks(config):
+    section, key = block.split(".")
+    del out[section][key]
+  return out
+
+
+def from_recorded(saved: dict) -> ml_collections.ConfigDict:
+  """The config of a run's config.json: `saved` over `base_config()` (a config.json holds only
+  the blocks the run used, `recorded`; an older one holds them all). Blocks of algorithms
+  registered by the run's own code and unknown here are kept as they were saved."""
+  merged = base_config().to_dict()
+
+  def merge(into, new):
+    for k, v in new.items():
+      if isinstance(v, dict) and isinstance(into.get(k), dict):
+        merge(into[k], v)
+      else:
+        into[k] = v
+  merge(merged, saved)
+  return ml_collections.ConfigDict(merged)
+
+
 def load_config_file(path: str, arg: str | None = None) -> ml_collections.ConfigDict:
   """`get_config([arg])` of a config file, as `--config=path[:arg]` would (for notebooks, tests)."""
   import importlib.util

@@ -535,6 +535,13 @@ def choice_blocks(config) -> dict[str, str]:
   return out
 
 
+def unused_blocks(config) -> set[str]:
+  """The per-choice blocks (`choice_blocks`) that `config`'s choices do not pick: what a run's
+  config.json leaves out ('algorithm.fedavg' when algorithm.name is 'fedgmt')."""
+  return {block for block, chooser in choice_blocks(config).items()
+          if block.split(".")[1] != str(config[chooser.split(".")[0]].name)}
+
+
 def refuse_unused(paths, configs, fix: Callable[[str, str], str] | None = None) -> None:
   """Refuses, in one line naming the fix, a field of `paths` (what a command line or a variant
   set) inside a per-choice block (`choice_blocks`) that none of `configs` (the runs it makes)

@@ -161,7 +161,8 @@ class RunRecorder:
     if not config.resume and os.path.isdir(os.path.join(workdir, checkpoints.DIRECTORY)):
       shutil.rmtree(os.path.join(workdir, checkpoints.DIRECTORY))   # explicit start over
     # The prepared config: 'auto' as it resolved on this backend (what ran; resume compares it).
-    resolved = ml_collections.ConfigDict(config.to_dict())   # (summary.json: a solved sigma)
+    # The blocks the run uses (config_lib.recorded); summary.json has a solved sigma.
+    resolved = ml_collections.ConfigDict(config_lib.recorded(config))
     metrics_lib.atomic_write_text(
         os.path.join(workdir, "config.json"),
         resolved.to_json_best_effort(indent=2, sort_keys=True) + "\n")

@@ -15,6 +15,7 @@ import ml_collections
 from fedjax_sharp.training import experiment as experiment_lib
 from fedjax_sharp.training import hooks
 from fedjax_sharp.training import loop
+from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import metrics as metrics_lib
 from fedjax_sharp.training import progress as progress_lib
 
@@ -28,7 +29,7 @@ def load_run_config(run_dir: str) -> ml_collections.ConfigDict:
   dp = config.get("dp", {})
   if dp.get("target_epsilon") is not None:   # older versions recorded the solved sigma here
     dp["noise_multiplier"] = None
-  return ml_collections.ConfigDict(config)
+  return config_lib.from_recorded(config)
 
 
 def run_hessian(run_dir: str, *, model: str = "final", k: int = 5, iters: int = 20,

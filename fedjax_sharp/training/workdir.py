@@ -158,7 +158,6 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
     saved["model"]["compute_dtype"] = registry.resolve_compute_dtype(
         saved["model"]["compute_dtype"])
   default = _flatten(json.loads(config_lib.base_config().to_json_best_effort()))
-  name = new["algorithm"]["name"]
   fields = list(config_lib.SETTING_FIELDS) + ["algorithm"]
   in_setting = lambda key: any(key == f or key.startswith(f + ".") for f in fields)
   new_flat = {k: v for k, v in _flatten(new).items() if in_setting(k)}
@@ -166,8 +165,8 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
   if "model" in saved:   # written before the field existed: computed in float32
     old_flat.setdefault("model.compute_dtype", "float32")
   own_dp = fields_lib.own_privacy(config)
-  keep = lambda key: (not key.startswith("algorithm.") or key == "algorithm.name"
-                      or key.startswith(f"algorithm.{name}."))
+  unused = fields_lib.unused_blocks(config)   # not in a config.json: nothing to compare
+  keep = lambda key: ".".join(key.split(".")[:2]) not in unused
   diffs = []
   for key, value in new_flat.items():
     if not keep(key) or key in allow or key in config_lib.PERFORMANCE_FIELDS:
