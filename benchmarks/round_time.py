@@ -200,13 +200,13 @@ def flops_per_step(engine, server, table, data, cohort) -> float:
   O(parameters), not O(examples))."""
   from fedjax_sharp.core import tree  # pylint: disable=g-import-not-at-top
   info = RoundInfo(jnp.int32(0), jnp.float32(0.01), engine.num_clients)
-  bcast, states, infos, round_key = engine._prepare(server, table, cohort, info,  # pylint: disable=protected-access
+  bcast, states, infos, round_key = engine.prepare(server, table, cohort, info,
                                                     jax.random.key(1))
   idx, emask, smask = cohort.batch_idx[0], cohort.example_mask[0], cohort.step_mask[0]
-  local, metrics, client_key = engine._client_start(  # pylint: disable=protected-access
+  local, metrics, client_key = engine.client_start(
       bcast, tree.index(states, 0), tree.index(infos, 0), info, data, idx[0], emask[0],
       round_key)
-  return lowered_flops(engine._run_steps, local, metrics, info, data, jnp.arange(1),  # pylint: disable=protected-access
+  return lowered_flops(engine.run_steps, local, metrics, info, data, jnp.arange(1),
                        idx[:1], emask[:1], smask[:1], client_key)
 
 

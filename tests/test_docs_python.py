@@ -26,6 +26,7 @@ PRELUDE = {
     "docs/adding_a_data_source.md": "",
     "docs/privacy.md": "",
     "docs/adding_a_hook.md": "",
+    "docs/adding_a_strategy.md": _TINY,
 }
 
 # Blocks not run, by (file, the block's first line), with the reason.

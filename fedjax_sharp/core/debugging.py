@@ -56,7 +56,7 @@ def debug_round(engine, server_state, client_table, data, cohort, round_info, ke
   if engine.algorithm.exchanges > 1:
     where += f", exchange {int(round_info.phase)}"
   with stage(where, "prepare"):
-    bcast, client_states, infos, round_key = engine._prepare(  # pylint: disable=protected-access
+    bcast, client_states, infos, round_key = engine.prepare(
         server_state, client_table, cohort, round_info, key)
   round_info = round_info.replace(key=round_key)
   client_ids = np.asarray(cohort.client_ids)
@@ -71,7 +71,7 @@ def debug_round(engine, server_state, client_table, data, cohort, round_info, ke
     metrics = None
     for s in np.flatnonzero(step_mask[c]).tolist():
       with client(f"local step {s}"):
-        batch, step_key = engine._batch(  # pylint: disable=protected-access
+        batch, step_key = engine.batch(
             data, s, cohort.batch_idx[c, s], cohort.example_mask[c, s], client_key)
         before = local
         local, step_metrics = engine.algorithm.local_step(local, batch, step_key, round_info)
@@ -89,11 +89,11 @@ def debug_round(engine, server_state, client_table, data, cohort, round_info, ke
     if out[2] is None:
       with stage(where, "client_init", c, int(client_ids[c])):
         out[2] = (jax.tree.map(jnp.zeros_like, some) if some is not None else
-                  engine._client_start(  # pylint: disable=protected-access
+                  engine.client_start(
                       bcast, tree.index(client_states, c), tree.index(infos, c), round_info,
                       data, cohort.batch_idx[c, 0], cohort.example_mask[c, 0], round_key)[1])
   with stage(where, "server update"):
-    result = engine._finish(server_state, client_table,  # pylint: disable=protected-access
+    result = engine.finish(server_state, client_table,
                             tree.stack([tuple(o) for o in outputs]), cohort, round_info)
     _check(result[0], "the server state", like=server_state)
     return result

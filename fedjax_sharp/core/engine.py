@@ -22,6 +22,7 @@ docs/performance.md has the measurements.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 from typing import Callable
 
@@ -32,10 +33,10 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import numpy as np
 
-from fedjax_sharp.core import backends, debugging, donation, host_round, sharding, tree
+from fedjax_sharp.core import backends, donation, host_round, sharding, strategies, tree
 from fedjax_sharp.core.hparams import as_arrays
 from fedjax_sharp.core.client_table import HELD_TABLES, HostClientTable
-from fedjax_sharp.core.execution import CLIENT_STRATEGIES, ExecutionConfig, Footprint
+from fedjax_sharp.core.execution import ExecutionConfig, Footprint
 from fedjax_sharp.core.algorithm import ClientInfo, FederatedAlgorithm, RoundInfo
 
 @flax.struct.dataclass
@@ -73,9 +74,23 @@ class TrainData:
   y: jax.Array  # int32 [N]
 
 
-# Strategies that run the round's pieces from Python (no single jitted round: no sweeps,
-# repeat_rounds or mesh).
-UNJITTED = ("host", "debug")
+@dataclasses.dataclass(frozen=True)
+class CompiledPieces:
+  """A round's pieces, each jitted on its own (`RoundEngine.compiled`): `prepare` (broadcast,
+  the cohort's client states and infos, the round key), `client_start` (a client's local state,
+  zero metrics, its key), `steps` (a chunk of local steps), `client_end` (the algorithm's
+  `client_finalize`) and `finish` (aggregation, server update, scatter; donating)."""
+  prepare: Callable
+  client_start: Callable
+  steps: Callable
+  client_end: Callable
+  finish: Callable
+
+
+def single_program(client_strategy: str) -> bool:
+  """Whether a (resolved) strategy runs the round as one jitted program (`core.strategies`):
+  what sweeps, `repeat_rounds` and a device mesh need."""
+  return strategies.get(client_strategy).single_program
 
 
 def _gather_rows(table, ids):
@@ -129,7 +144,7 @@ class RoundEngine:
     self.client_table = client_table
     self.mesh = mesh
     self.execution = execution.resolved(footprint=footprint)
-    if mesh is not None and self.execution.client_strategy in UNJITTED:
+    if mesh is not None and not single_program(self.execution.client_strategy):
       raise ValueError(f"a device mesh needs a single-jit engine.client_strategy (vmap), not "
                        f"{self.execution.client_strategy!r}")
     self.algorithm = algorithm
@@ -141,7 +156,7 @@ class RoundEngine:
     self.trace_counts = collections.Counter()
     self.donate = bool(donate)
     donated = (0, 1) if self.donate else ()
-    # The local step as its own jitted function: the metrics' structure (`_client_start`) and
+    # The local step as its own jitted function: the metrics' structure (`client_start`) and
     # the loop reuse one trace of it (JAX caches a jitted function's trace by its arguments'
     # shapes); inside the round's jit it is inlined, so the compiled program is the same.
     self._local_step = jax.jit(self.algorithm.local_step)
@@ -151,13 +166,15 @@ class RoundEngine:
     jit = backends.jit   # on a CPU, YNNPACK for dot products only (backends.compiler_options)
     self._jit_round = jit(self._counted("round", self._round), donate_argnums=donated,
                           keep_unused=self.donate)
-    # The pieces of the 'host' strategy.
-    self._jit_prepare = jit(self._counted("prepare", self._prepare))
-    self._jit_client_start = jit(self._counted("client_start", self._client_start))
-    self._jit_steps = jit(self._counted("steps", self._run_steps))
-    self._jit_client_end = jit(self._counted("client_end", self.algorithm.client_finalize))
-    self._jit_finish = jit(self._counted("finish", self._finish), donate_argnums=donated,
-                           keep_unused=self.donate)
+    # The round's pieces, compiled one by one: what a strategy dispatched from Python runs
+    # ('host'; `core.strategies`).
+    self.compiled = CompiledPieces(
+        prepare=jit(self._counted("prepare", self.prepare)),
+        client_start=jit(self._counted("client_start", self.client_start)),
+        steps=jit(self._counted("steps", self.run_steps)),
+        client_end=jit(self._counted("client_end", self.algorithm.client_finalize)),
+        finish=jit(self._counted("finish", self.finish), donate_argnums=donated,
+                   keep_unused=self.donate))
     self._jit_sweep = jit(self._sweep)
     self._jit_repeat = jit(self._repeat, static_argnums=(5,))
     # The devices the 'host' strategy spreads clients over (the first holds the state).
@@ -228,8 +245,9 @@ class RoundEngine:
     `round_info.hparams` (if given) overrides the algorithm's hyperparameters for this round.
     """
     round_info = self._with_hparams(round_info)
-    run = {"host": self._host_round, "debug": self._debug_round}.get(
-        self.execution.client_strategy, self._jit_round)
+    strategy = strategies.get(self.execution.client_strategy)
+    run = (self._jit_round if strategy.single_program
+           else functools.partial(strategy.run_round, self))
     if isinstance(client_table, HostClientTable):
       # Only the cohort's rows go to the device; written back in place after the round.
       rows, positions = client_table.gather(cohort.client_ids)
@@ -274,7 +292,7 @@ class RoundEngine:
     with its slices and `RoundInfo.hparams` = its values. Needs a single-jit strategy (the
     'host' strategy dispatches per client from Python); with 'map' (clients one after another) the experiments
     also run one after another (`lax.map`) in the one program, else they are vmapped."""
-    if self.execution.client_strategy in UNJITTED:
+    if not single_program(self.execution.client_strategy):
       raise ValueError(f"a sweep needs a single-jit engine.client_strategy (vmap | map | "
                        f"chunked_vmap | unrolled), not {self.execution.client_strategy!r}")
     if self.client_table != "device":
@@ -318,7 +336,7 @@ class RoundEngine:
     a fixed data plan (the minimax test problems) and quick sweeps: thousands of rounds without
     a host dispatch each. Needs a single-jit strategy (not 'host'); returns the last round's
     metrics. Computes exactly what `num_rounds` calls of `round` compute."""
-    if self.execution.client_strategy in UNJITTED:
+    if not single_program(self.execution.client_strategy):
       raise ValueError(f"repeat_rounds needs a single-jit engine.client_strategy, not "
                        f"{self.execution.client_strategy!r}")
     if isinstance(client_table, HostClientTable):
@@ -349,7 +367,7 @@ class RoundEngine:
     return server_state, client_table, metrics
 
   # ---------------------------------------------------------------- pieces (pure functions)
-  def _prepare(self, server_state, client_table, cohort: Cohort, round_info: RoundInfo, key):
+  def prepare(self, server_state, client_table, cohort: Cohort, round_info: RoundInfo, key):
     """Broadcast, gather of the cohort's client state, per-client infos, the round's key (the
     callers put it in `round_info.key` for the rest of the round: `core.privacy`'s stream)."""
     bcast = self.algorithm.broadcast(server_state, round_info)
@@ -359,7 +377,7 @@ class RoundEngine:
                        weight=cohort.weights)
     return bcast, client_states, infos, jax.random.fold_in(key, round_info.round)
 
-  def _client_start(self, bcast, client_state, info: ClientInfo, round_info: RoundInfo,
+  def client_start(self, bcast, client_state, info: ClientInfo, round_info: RoundInfo,
                     data: TrainData, idx_B, mask_B, round_key):
     """client_init, zero metric sums (structure from an abstract step), the client's key."""
     client_key = jax.random.fold_in(round_key, info.client_id)
@@ -369,7 +387,7 @@ class RoundEngine:
     _, metrics = jax.eval_shape(self._local_step, local, batch, client_key, round_info)
     return local, jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metrics), client_key
 
-  def _batch(self, data: TrainData, s, idx_B, mask_B, client_key):
+  def batch(self, data: TrainData, s, idx_B, mask_B, client_key):
     """Step `s`'s batch (preprocessed with the step's augmentation key) and the step's key."""
     aug_key, step_key = jax.random.split(jax.random.fold_in(client_key, s))
     return ({"x": self.preprocess(data.x[idx_B], aug_key), "y": data.y[idx_B], "mask": mask_B},
@@ -379,7 +397,7 @@ class RoundEngine:
             active, client_key):
     """Local step `s` (a masked step, `active` False, leaves every carried value unchanged;
     `active` None: a step known to be real, computed without the select on every carried leaf)."""
-    batch, step_key = self._batch(data, s, idx_B, mask_B, client_key)
+    batch, step_key = self.batch(data, s, idx_B, mask_B, client_key)
     new_local, metrics = self._local_step(local, batch, step_key, round_info)
     if active is None:
       return new_local, tree.add(metrics_sum, metrics)
@@ -387,7 +405,7 @@ class RoundEngine:
     metrics = jax.tree.map(lambda m: jnp.where(active, m, jnp.zeros_like(m)), metrics)
     return local, tree.add(metrics_sum, metrics)
 
-  def _run_steps(self, local, metrics_sum, round_info: RoundInfo, data: TrainData, step_ids,
+  def run_steps(self, local, metrics_sum, round_info: RoundInfo, data: TrainData, step_ids,
                  idx_SxB, mask_SxB, step_mask_S, client_key):
     """Local steps `step_ids` (masked steps leave every carried value unchanged)."""
     def step(carry, inputs):
@@ -419,16 +437,16 @@ class RoundEngine:
   def _client(self, bcast, client_state, info, idx_SxB, mask_SxB, step_mask_S, round_info, data,
               round_key):
     """One client's whole local training: (upload, new client state, metric sums)."""
-    local, metrics, client_key = self._client_start(bcast, client_state, info, round_info, data,
+    local, metrics, client_key = self.client_start(bcast, client_state, info, round_info, data,
                                                     idx_SxB[0], mask_SxB[0], round_key)
-    local, metrics = self._run_steps(local, metrics, round_info, data,
+    local, metrics = self.run_steps(local, metrics, round_info, data,
                                      jnp.arange(step_mask_S.shape[0]), idx_SxB, mask_SxB,
                                      step_mask_S, client_key)
     upload, new_state = self.algorithm.client_finalize(local, bcast, client_state, info,
                                                        round_info)
     return upload, new_state, metrics
 
-  def _finish(self, server_state, client_table, client_outputs, cohort: Cohort,
+  def finish(self, server_state, client_table, client_outputs, cohort: Cohort,
               round_info: RoundInfo):
     """Aggregation + server update, scatter of client state, metric sums over real clients."""
     uploads, new_states, metrics_C = client_outputs
@@ -442,19 +460,10 @@ class RoundEngine:
     return new_server_state, new_table, tree.weighted_sum(metrics_C, client_mask)
 
   # ---------------------------------------------------------------- strategies
-  def _over_clients(self, fn, per_client):
-    """Applies `fn` to every client slice of `per_client` (leading axis C), inside jit."""
-    strategy = self.execution.client_strategy
-    if strategy == "vmap":
-      return jax.vmap(fn)(per_client)
-    if strategy == "map":
-      return jax.lax.map(fn, per_client)
-    if strategy == "chunked_vmap":
-      return jax.lax.map(fn, per_client, batch_size=self.execution.chunk_size)
-    if strategy == "unrolled":
-      num = jax.tree.leaves(per_client)[0].shape[0]
-      return tree.stack([fn(tree.index(per_client, c)) for c in range(num)])
-    raise ValueError(f"engine.client_strategy={strategy!r} is not one of {list(CLIENT_STRATEGIES)}")
+  def over_clients(self, fn, per_client):
+    """Applies `fn` to every client slice of `per_client` (leading axis C), inside jit, as the
+    strategy says (`core.strategies`)."""
+    return strategies.get(self.execution.client_strategy).over_clients(self, fn, per_client)
 
   def _round(self, server_state, client_table, data: TrainData, cohort: Cohort,
              round_info: RoundInfo, key):
@@ -463,7 +472,7 @@ class RoundEngine:
       # Longest clients first: the vmapped chunks become buckets of similar step counts.
       order = jnp.argsort(-jnp.sum(cohort.step_mask, axis=1), stable=True)
       cohort = jax.tree.map(lambda a: a[order], cohort)
-    bcast, client_states, infos, round_key = self._prepare(server_state, client_table, cohort,
+    bcast, client_states, infos, round_key = self.prepare(server_state, client_table, cohort,
                                                            round_info, key)
     round_info = round_info.replace(key=round_key)
 
@@ -471,20 +480,7 @@ class RoundEngine:
       cstate, info, idx, emask, smask = args
       return self._client(bcast, cstate, info, idx, emask, smask, round_info, data, round_key)
 
-    outputs = self._over_clients(
+    outputs = self.over_clients(
         one_client,
         (client_states, infos, cohort.batch_idx, cohort.example_mask, cohort.step_mask))
-    return self._finish(server_state, client_table, outputs, cohort, round_info)
-
-  def _debug_round(self, server_state, client_table, data: TrainData, cohort: Cohort,
-                   round_info: RoundInfo, key):
-    """'debug': the pieces without jit, client by client, step by step (`core.debugging`)."""
-    return debugging.debug_round(self, server_state, client_table, data, cohort, round_info,
-                                 key)
-
-  def _host_round(self, server_state, client_table, data: TrainData, cohort: Cohort,
-                  round_info: RoundInfo, key):
-    """'host': jitted pieces, clients and step chunks dispatched from Python, clients spread
-    over `host_devices` (`core.host_round`)."""
-    return host_round.host_round(self, server_state, client_table, data, cohort, round_info,
-                                 key)
+    return self.finish(server_state, client_table, outputs, cohort, round_info)

@@ -10,10 +10,12 @@ import dataclasses
 import jax
 import numpy as np
 
-from fedjax_sharp.core import backends
+from fedjax_sharp.core import backends, strategies
 from fedjax_sharp.core.client_table import device_memory
 
-CLIENT_STRATEGIES = ("auto", "vmap", "map", "chunked_vmap", "unrolled", "host", "debug")
+# The package's strategies (`core.strategies.STRATEGIES`, where a user's own are registered too)
+# and 'auto': what `engine.client_strategy` may name.
+CLIENT_STRATEGIES = ("auto", *strategies.STRATEGIES)
 LOCAL_LOOPS = ("auto", "rolled", "partial", "unrolled")
 
 
@@ -94,9 +96,9 @@ class ExecutionConfig:
     return f"{got.client_strategy}/{got.local_loop} on {backend}: {why}"
 
   def validate(self, prefix: str = "engine") -> None:
-    if self.client_strategy not in CLIENT_STRATEGIES:
+    if self.client_strategy != "auto" and self.client_strategy not in strategies.STRATEGIES:
       raise ValueError(f"{prefix}.client_strategy={self.client_strategy!r} is not one of "
-                       f"{list(CLIENT_STRATEGIES)}")
+                       f"{['auto', *strategies.STRATEGIES]}")
     if self.local_loop not in LOCAL_LOOPS:
       raise ValueError(f"{prefix}.local_loop={self.local_loop!r} is not one of {list(LOCAL_LOOPS)}")
     for field in ("chunk_size", "unroll", "host_chunk"):

@@ -54,7 +54,7 @@ class Replicas:
 
 def host_round(engine, server_state, client_table, data, cohort, round_info, key):
   """`engine`'s round (`RoundEngine._round`'s result) from its separately jitted pieces."""
-  bcast, client_states, infos, round_key = engine._jit_prepare(  # pylint: disable=protected-access
+  bcast, client_states, infos, round_key = engine.compiled.prepare(
       server_state, client_table, cohort, round_info, key)
   round_info = round_info.replace(key=round_key)
   chunk = engine.execution.host_chunk
@@ -96,19 +96,19 @@ def host_round(engine, server_state, client_table, data, cohort, round_info, key
     cstate, info = tree.index(client_states, c), tree.index(infos, c)
     if d:
       cstate, info = jax.device_put((cstate, info), devices[d])
-    local, metrics, client_key = engine._jit_client_start(  # pylint: disable=protected-access
+    local, metrics, client_key = engine.compiled.client_start(
         b, cstate, info, info_r, data_d, batch_idx[c, 0], example_mask[c, 0], key_r)
     for k in range(-(-int(real_steps[c]) // chunk)):
       sl = slice(k * chunk, (k + 1) * chunk)
-      local, metrics = engine._jit_steps(  # pylint: disable=protected-access
+      local, metrics = engine.compiled.steps(
           local, metrics, info_r, data_d, step_ids[c, sl],
           batch_idx[c, sl], example_mask[c, sl], step_mask[c, sl], client_key)
-    output = engine._jit_client_end(local, b, cstate, info, info_r)  # pylint: disable=protected-access
+    output = engine.compiled.client_end(local, b, cstate, info, info_r)
     outputs.append((*output, metrics))
     if padding:
       padding_outputs[float(weights[c])] = outputs[-1]
   if len(devices) > 1:
     outputs = [o if device_of[c] == 0 else jax.device_put(o, devices[0])
                for c, o in enumerate(outputs)]
-  return engine._jit_finish(server_state, client_table, tree.stack(outputs),  # pylint: disable=protected-access
+  return engine.compiled.finish(server_state, client_table, tree.stack(outputs),
                             cohort, round_info)

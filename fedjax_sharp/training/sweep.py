@@ -36,7 +36,7 @@ import numpy as np
 from fedjax_sharp import data as data_lib
 from fedjax_sharp.algorithms.registry import SWEEPABLE
 from fedjax_sharp.core import feeding, sharding, tree
-from fedjax_sharp.core.engine import UNJITTED, Cohort
+from fedjax_sharp.core.engine import Cohort, single_program
 from fedjax_sharp.errors import DivergedError, RunInterrupted
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import config_paths
@@ -137,7 +137,7 @@ def build_experiments(configs: Sequence) -> list[experiment_lib.Experiment]:
     raise ValueError(f"sweep: {len(exps)} experiments do not divide over "
                      f"engine.experiment_devices={sharding.axis_size(mesh, sharding.EXPERIMENTS)}")
   strategy = exps[0].engine.execution.client_strategy
-  if strategy in UNJITTED:
+  if not single_program(strategy):
     why = " (the CPU's 'auto')" if strategy == "host" else ""
     raise ValueError(f"a sweep needs a single-jit engine.client_strategy (vmap | map | "
                      f"chunked_vmap | unrolled), not {strategy!r}{why}: set "
