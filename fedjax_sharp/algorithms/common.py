@@ -76,6 +76,17 @@ def step_metrics(loss, logits, batch) -> dict:
   return metrics
 
 
+def plain_gradients(client_optimizer, name: str,
+                    why: str = "makes its own perturbation") -> ClientOptimizer:
+  """`client_optimizer` as a `ClientOptimizer`, refused (ValueError naming the algorithm) if it
+  computes SAM/ASAM gradients: for an algorithm that makes its own perturbation or ascent."""
+  opt = as_client_optimizer(client_optimizer)
+  if opt.is_sam:
+    raise ValueError(f"algorithm.{name} {why} (got the {opt.gradient!r} client optimiser): give "
+                     f"it a plain ('sgd') one")
+  return opt
+
+
 def init_local(optimizer: ClientOptimizer, params, learning_rate) -> LocalSGDState:
   """A fresh local state (optimiser state reset: momentum does not carry over rounds)."""
   return LocalSGDState(params=params, opt_state=optimizer.init(params, learning_rate))

@@ -77,10 +77,7 @@ def fed_gf(apply_fn: common.ApplyFn, client_optimizer, *,
            name: str = "fedgf") -> FederatedAlgorithm:
   """FedGF; `client_optimizer` supplies the SGD update (momentum 0, weight decay 4e-4 by default
   through the registry); the SAM gradients are made here."""
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"algorithm.{name} makes its own SAM gradient: give it a plain ('sgd') "
-                     f"client optimiser")
+  opt = common.plain_gradients(client_optimizer, name, "makes its own SAM gradient")
   window_size = int(W)
   loss_fn = common.cross_entropy_loss(apply_fn)
   values = common.hyperparameters(opt, rho=rho, T_D=T_D)

@@ -108,10 +108,8 @@ def client_dual(client_state: FedGMTClientState, beta: float, bookkeeping: str =
 def _fed_gmt(apply_fn, client_optimizer, *, gamma, tau, alpha, beta, admm, bookkeeping,
              tau_squared, v2, v2_ema_init, name) -> FederatedAlgorithm:
   tau = float(tau)
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"{name}: FedGMT measures sharpness with its trajectory loss and takes no "
-                     f"SAM client optimiser (got {opt.gradient!r})")
+  opt = common.plain_gradients(client_optimizer, name, "measures sharpness with its trajectory "
+                               "loss and takes no SAM client optimiser")
   # gamma, alpha, beta: round data (`core.hparams`), read in each function from its round_info.
   values = common.hyperparameters(opt, gamma=gamma, alpha=alpha, beta=beta)
   authors = admm and bookkeeping == "authors"

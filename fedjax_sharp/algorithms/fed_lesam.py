@@ -73,9 +73,7 @@ def fed_lesam(apply_fn: common.ApplyFn, client_optimizer, dyn_terms: bool = True
                                                         choices=FIRST_PARTICIPATIONS)] = "zero",
               name: str = "fedlesam_d") -> FederatedAlgorithm:
   alpha, rho = float(alpha), float(rho)
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"{name} makes its own perturbation: give it an 'sgd' client optimiser")
+  opt = common.plain_gradients(client_optimizer, name)
   loss_fn = common.cross_entropy_loss(apply_fn)
   per_client = perturbation == "paper"
 

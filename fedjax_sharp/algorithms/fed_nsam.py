@@ -68,10 +68,7 @@ def fed_nsam(apply_fn: common.ApplyFn, client_optimizer, *,
              name: str = "fednsam") -> FederatedAlgorithm:
   """FedNSAM; `client_optimizer` supplies the SGD update (momentum 0, weight decay 1e-3 by
   default through the registry); the SAM / Nesterov gradients are made here."""
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"algorithm.{name} makes its own SAM gradient: give it a plain ('sgd') "
-                     f"client optimiser")
+  opt = common.plain_gradients(client_optimizer, name, "makes its own SAM gradient")
   if clip_norm is None:
     clip_norm = 10.0 if variant in ("n1", "n2") else 0.0
   clip_norm = float(clip_norm)

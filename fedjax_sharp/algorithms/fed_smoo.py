@@ -72,9 +72,7 @@ def fed_smoo(apply_fn: common.ApplyFn, client_optimizer,
                                             choices=S_UPDATES)] = "paper",
              name: str = "fedsmoo") -> FederatedAlgorithm:
   alpha, rho = float(alpha), float(rho)
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"{name} makes its own perturbation: give it an 'sgd' client optimiser")
+  opt = common.plain_gradients(client_optimizer, name)
   loss_fn = common.cross_entropy_loss(apply_fn)
 
   def server_init(params):

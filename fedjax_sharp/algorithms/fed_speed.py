@@ -72,9 +72,7 @@ def fed_speed(
   prox = preset["prox"] if prox is None else prox
   dyn_alpha = 1.0 / lam
   dyn.validate(dyn_alpha, prox, dual_average, prefix=prefix)
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"{name} makes its own ascent step: give it an 'sgd' client optimiser")
+  opt = common.plain_gradients(client_optimizer, name, "makes its own ascent step")
   loss_fn = common.cross_entropy_loss(apply_fn)
 
   def client_init(w_global, h_m, client_info, round_info):

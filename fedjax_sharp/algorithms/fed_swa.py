@@ -87,9 +87,7 @@ def _preset(presets, variant, **given):
 
 def _swa_algorithm(apply_fn, client_optimizer, *, controls: bool, variant: str, values: dict,
                    peak: float, name: str) -> FederatedAlgorithm:
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"{name} takes no SAM client optimiser (got {opt.gradient!r})")
+  opt = common.plain_gradients(client_optimizer, name, "takes no SAM client optimiser")
   values = common.hyperparameters(opt, **values)   # rho, alpha [, gamma]: round data
   loss_fn = common.cross_entropy_loss(apply_fn)
   first_round_mean = controls and variant == "code"

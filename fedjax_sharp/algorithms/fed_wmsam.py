@@ -127,9 +127,7 @@ def fed_wmsam(apply_fn: common.ApplyFn, client_optimizer,
   algorithm's own)."""
   alpha0, smoothing, decay = float(alpha), float(alpha_smoothing), float(momentum_decay)
   max_grad_norm = float(max_grad_norm)
-  opt = common.as_client_optimizer(client_optimizer)
-  if opt.is_sam:
-    raise ValueError(f"{name} makes its own perturbation: give it an 'sgd' client optimiser")
+  opt = common.plain_gradients(client_optimizer, name)
   server_optimizer = server_optimizer or optax.sgd(1.0)
   loss_fn = common.cross_entropy_loss(apply_fn)
   values = common.hyperparameters(opt, rho=rho)
