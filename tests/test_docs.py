@@ -266,6 +266,32 @@ def test_the_demo_seeds_numbers_of_the_docs_and_the_demo_config_are_the_committe
           f"about {round(float(seeds['fedavg']['rounds']))}") in doc
 
 
+def test_the_uniform_weighting_reruns_the_docs_quote_are_the_committed_runs():
+  """Every finished re-run of results/fmnist_hetero_newest_uniform/ is quoted in
+  docs/reproducing.md as "<title> [gives ]<uniform> (<examples>" with its seed's mean over the
+  last 20 rounds beside the examples-weighted run of results/fmnist_hetero_newest/, and the
+  study's README lists it; a run copied in without the docs (or the reverse) fails here."""
+  import glob                                           # pylint: disable=g-import-not-at-top
+  import json                                           # pylint: disable=g-import-not-at-top
+  import re                                             # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.algorithms.registry import ALGORITHMS
+  reproducing = " ".join(_read("docs/reproducing.md").split())
+  readme = " ".join(_read("results/fmnist_hetero_newest_uniform/README.md").split())
+  runs = sorted(glob.glob(os.path.join(ROOT, "results", "fmnist_hetero_newest_uniform", "*",
+                                       "seed_0", "summary.json")))
+  assert runs
+  mean = lambda path: f"{100 * json.load(open(path))['mean_test_accuracy_last_20']:.2f}"
+  listed = re.search(r"so far: (.*?), seed 0\.", readme).group(1)
+  for path in runs:
+    run = os.path.relpath(path, os.path.join(ROOT, "results", "fmnist_hetero_newest_uniform"))
+    title = ALGORITHMS[json.load(open(path))["algorithm"]].title.split(" /")[0]
+    examples = mean(os.path.join(ROOT, "results", "fmnist_hetero_newest", run))
+    assert re.search(rf"{title} (gives )?{mean(path)} \({examples}[ )]", reproducing), (
+        title, mean(path), examples)
+    assert title in listed, (title, listed)
+  assert len(re.findall(r"Fed\w+", listed)) == len(runs), listed
+
+
 # A measured time or speed-up as a comment would state it: "~0.3 s", "61.6 -> 43.5 ms",
 # "6 minutes", "1.35x slower", "8.7x FedAvg's round"; not a formula's "(2 s)" or "2s", nor a
 # quoted format example such as '12 min 05 s'.
