@@ -20,7 +20,6 @@ rounds (their loss is fedjax's per-sequence mean, ours the token mean: equal min
 learning rates may need retuning). Not measured here: the dataset cannot be fetched on the
 build machine (BUILD_NOTES.md, section "Known gaps", "Data").
 """
-import ml_collections
 
 from fedjax_sharp.training.config import base_config
 
@@ -32,7 +31,6 @@ def get_config():
   c.data.partition, c.data.num_clients = "natural", 0
   c.data.max_length = 80
   c.model.name = "char_lstm"
-  c.model.char_lstm = ml_collections.ConfigDict(dict(embed=8, hidden=256, layers=2))
   c.algorithm.name = "fedavg"
   c.clients_per_round = 10
   c.aggregation = "examples"

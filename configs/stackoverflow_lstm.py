@@ -20,7 +20,6 @@ Expected: Reddi et al. (2021, Table 2) report 19.5% for FedAvg (25.2% FedAdam) a
 rounds, with at most 256 posts per client (not applied here: every post of a user is used).
 Not measured here: the dataset cannot be fetched on the build machine (BUILD_NOTES.md).
 """
-import ml_collections
 
 from fedjax_sharp.training.config import base_config
 
@@ -33,7 +32,6 @@ def get_config():
   c.data.max_length = 20
   c.data.vocab_max_size = 10000
   c.model.name = "word_lstm"
-  c.model.word_lstm = ml_collections.ConfigDict(dict(embed=96, hidden=670))
   c.algorithm.name = "fedavg"
   c.clients_per_round = 50
   c.aggregation = "examples"

@@ -27,7 +27,7 @@ import sys
 import pytest
 
 from fedjax_sharp.algorithms.registry import ALGORITHMS
-from fedjax_sharp.algorithms.hyperparameters import fields
+from fedjax_sharp.hyperparameters import fields
 from fedjax_sharp.minimax import algorithms as minimax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,7 +10,7 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
-from fedjax_sharp.algorithms.hyperparameters import INF
+from fedjax_sharp.hyperparameters import INF
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.training import cli
 from fedjax_sharp.training import config as config_lib

@@ -8,7 +8,7 @@ import pytest
 from absl import logging as absl_logging
 
 from fedjax_sharp.algorithms import registry
-from fedjax_sharp.algorithms.hyperparameters import fields
+from fedjax_sharp.hyperparameters import fields
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.minimax import algorithms as minimax
 from fedjax_sharp.training import cli

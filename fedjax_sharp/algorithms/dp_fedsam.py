@@ -26,7 +26,7 @@ from typing import Annotated
 
 from fedjax_sharp.algorithms import common, from_config, registration
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import privacy
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 

@@ -19,7 +19,7 @@ from typing import Annotated
 from absl import logging
 
 from fedjax_sharp.algorithms import common, from_config, registration
-from fedjax_sharp.algorithms.hyperparameters import Field
+from fedjax_sharp.hyperparameters import Field
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 

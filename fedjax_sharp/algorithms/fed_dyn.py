@@ -30,7 +30,7 @@ from typing import Annotated, Any
 import flax.struct
 
 from fedjax_sharp.algorithms import common, from_config, registration
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 

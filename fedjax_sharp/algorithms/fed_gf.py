@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_sharp.algorithms import common, registration
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_sharp.algorithms import common, from_config, registration
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, sam, schedules, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 from fedjax_sharp.core.optimizers import ClientOptimizer

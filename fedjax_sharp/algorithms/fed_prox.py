@@ -15,7 +15,7 @@ import optax
 
 from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.fed_avg import fed_avg
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 

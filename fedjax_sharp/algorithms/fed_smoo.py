@@ -28,7 +28,7 @@ import flax.struct
 import jax
 
 from fedjax_sharp.algorithms import common, registration
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import dyn, sam, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 

@@ -32,7 +32,7 @@ import flax.struct
 import jax.numpy as jnp
 
 from fedjax_sharp.algorithms import common, registration, scaffold
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.core import hparams, tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 

@@ -35,7 +35,7 @@ import optax
 
 from fedjax_sharp.algorithms import common, registration
 from fedjax_sharp.algorithms.fed_cm import momentum_mix
-from fedjax_sharp.algorithms.hyperparameters import Field, checked
+from fedjax_sharp.hyperparameters import Field, checked
 from fedjax_sharp.algorithms.scaffold import (option_ii_control_delta, server_control_update,
                                               constant_step_sum)
 from fedjax_sharp.core import hparams, optimizers, sam, tree

@@ -5,12 +5,35 @@ from __future__ import annotations
 import optax
 
 from fedjax_sharp.core import sam
-from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd, server_optimizer
+from fedjax_sharp.core.optimizers import (SERVER_OPTIMIZERS, ClientOptimizer, local_sgd,
+                                          server_optimizer)
+from fedjax_sharp.hyperparameters import declare
 
 DEFAULT_MOMENTUM = 0.9  # the FedGMT paper's common setting
-# config.server's defaults: plain averaging (FedAvg). An algorithm without a server optimiser
-# refuses other values (`registration`).
-SERVER_DEFAULTS = dict(optimizer="sgd", lr=1.0, momentum=0.0)
+
+# The config blocks `local` (the clients' optimiser and steps) and `server`.
+LOCAL_FIELDS = declare(
+    epochs=(1, ">= 0", "E; K_m = E * ceil(n_m / B) (>= 1 unless local.steps > 0)"),
+    steps=(0, ">= 0", "> 0: a fixed K for every client instead of epochs"),
+    batch_size=(50, ">= 1", "B, examples per local step"),
+    lr=(0.01, "> 0", "client learning rate"),
+    lr_decay=(0.998, "(0, 1]", "eta_t = lr * lr_decay ** t (once per round)"),
+    momentum=(None, "[0, 1)", f"client momentum; None = {DEFAULT_MOMENTUM} (the FedGMT "
+              "setting); an algorithm whose paper fixes its own uses its block's momentum "
+              "instead (docs/algorithms/index.md)", float),
+    weight_decay=(1e-5, ">= 0", "client weight decay"),
+    optimizer=("sgd", tuple(sorted(sam.GRADIENTS)), "local gradient of the algorithms that "
+               "take any client optimiser (fedavg + sam is the deprecated spelling of fedsam)"),
+    rho=(0.05, ">= 0", "SAM radius (FedGMT Table 7: 5 x lr)"),
+    asam_eta=(0.0, ">= 0", "ASAM's T = |w| + eta"))
+# Plain averaging (FedAvg) by default; an algorithm without a server optimiser refuses other
+# values (`registration`).
+SERVER_FIELDS = declare(
+    optimizer=("sgd", tuple(sorted(SERVER_OPTIMIZERS)), "sgd (FedAvg with lr 1) | adam | yogi | "
+               "adagrad"),
+    lr=(1.0, "> 0", "server learning rate"),
+    momentum=(0.0, "[0, 1)", "server momentum"))
+SERVER_DEFAULTS = {k: h.default for k, h in SERVER_FIELDS.items()}
 
 
 def resolve_momentum(config, own_momentum: float | None = None) -> float:

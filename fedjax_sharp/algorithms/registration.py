@@ -33,7 +33,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.algorithms import from_config
-from fedjax_sharp.algorithms.hyperparameters import Field, Hyperparameter, block_values, fields
+from fedjax_sharp.hyperparameters import Field, Hyperparameter, block_values, fields
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 from fedjax_sharp.errors import ConfigError
 

@@ -32,7 +32,7 @@ import optax
 from typing import Annotated
 
 from fedjax_sharp.algorithms import common, from_config, registration
-from fedjax_sharp.algorithms.hyperparameters import Field
+from fedjax_sharp.hyperparameters import Field
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fedjax_sharp.hyperparameters import declare
+
 
 @dataclasses.dataclass
 class MetricInputs:
@@ -68,3 +70,12 @@ ROUND_METRICS: dict[str, Callable[[MetricInputs], dict]] = {
     "sam_sharpness": _sam_sharpness,
     "client_percentiles": _client_percentiles,
 }
+
+# The config block `analysis`: which metrics run, how often, on what (`training.run_analysis`).
+FIELDS = declare(
+    every=(0, ">= 0", "analysis metrics every k rounds and at the last (0 = off)"),
+    metrics=((), None, f"any of analysis.round_metrics.ROUND_METRICS ({list(ROUND_METRICS)})"),
+    examples=(1000, ">= 0", "test examples the analysis uses"),
+    rho=(0.05, ">= 0", "sam_sharpness radius"),
+    trace_probes=(20, ">= 1", "hessian_trace Hutchinson probes"),
+    iters=(20, ">= 1", "lambda_max power iterations"))

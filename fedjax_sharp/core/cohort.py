@@ -37,13 +37,13 @@ from typing import Sequence
 from absl import logging
 import numpy as np
 
-from fedjax_sharp.core import tree
+from fedjax_sharp.core import execution, tree
 from fedjax_sharp.core.engine import Cohort
 
 STREAM_SAMPLING = 1
 STREAM_DATA_ORDER = 2
 WEIGHTINGS = ("examples", "uniform")
-SAMPLINGS = ("fixed", "poisson")
+SAMPLINGS = execution.FIELDS["sampling"].field.choices   # engine.sampling's values
 # P(a Poisson draw exceeds the padded cohort): one round in a million compiles once more.
 POISSON_TAIL = 1e-6
 

@@ -11,12 +11,47 @@ import jax
 import numpy as np
 
 from fedjax_sharp.core import backends, strategies
-from fedjax_sharp.core.client_table import device_memory
+from fedjax_sharp.core.client_table import CLIENT_TABLES, device_memory
+from fedjax_sharp.errors import ConfigError
+from fedjax_sharp.hyperparameters import ON_OFF, check, declare
 
 # The package's strategies (`core.strategies.STRATEGIES`, where a user's own are registered too)
 # and 'auto': what `engine.client_strategy` may name.
 CLIENT_STRATEGIES = ("auto", *strategies.STRATEGIES)
 LOCAL_LOOPS = ("auto", "rolled", "partial", "unrolled")
+
+# The config block `engine`: how rounds run, never what they compute (except `sampling`).
+# `ExecutionConfig` takes its fields' defaults from here; the others are read by the
+# experiment builders (client table, mesh, sampler).
+FIELDS = declare(
+    client_strategy=("auto", None, "how the cohort's clients run: 'auto' or a strategy of "
+                     f"core.strategies.STRATEGIES ({', '.join(strategies.STRATEGIES)})"),
+    chunk_size=(4, ">= 1", "clients per vmapped chunk ('chunked_vmap')"),
+    host_chunk=(1, ">= 1", "local steps per jitted call ('host'; 1 is fastest on CPU)"),
+    host_devices=(0, ">= 0", "'host' runs clients side by side on this many devices (0 = "
+                  "every CPU device of the process on a CPU, one on an accelerator)"),
+    local_loop=("auto", tuple(sorted(LOCAL_LOOPS)), "how the local steps run"),
+    unroll=(4, ">= 1", "'partial': local steps unrolled per scan iteration"),
+    skip_padding=(True, ON_OFF, "rolled loops run only each client's real steps"),
+    sort_clients=(False, ON_OFF, "order the cohort by step count (chunked_vmap buckets)"),
+    micro_batch=(0, ">= 0", "model called on pieces of this many examples in training (0 = "
+                 "whole batches)"),
+    client_table=("auto", tuple(sorted(CLIENT_TABLES)),
+                  "per-client state table: 'device' | 'host' (touched rows in memory) | 'disk' "
+                  "(touched rows in files under the workdir) | 'auto' (host above the budget, "
+                  "disk when the rows the run can touch pass half the host's memory)"),
+    client_table_budget_mb=(0.0, ">= 0", "'auto''s budget for the dense table: 0 = a quarter "
+                            "of the device's memory; > 0: MiB"),
+    devices=(1, ">= 0", "devices of the client mesh (1 = one device, 0 = all)"),
+    experiment_devices=(1, ">= 1", "devices a sweep splits its experiments over"),
+    sampling=("fixed", ("fixed", "poisson"),
+              "'fixed' (clients_per_round clients, uniformly without replacement) | 'poisson' "
+              "(each client joins with q = clients_per_round / num_clients; padded cohorts, "
+              "docs/privacy.md)"))
+
+
+def _default(name: str):
+  return FIELDS[name].default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,14 +81,14 @@ class ExecutionConfig:
     skip_padding, each chunk runs for its own longest client. Only the summation order of
     the aggregation changes (float rounding).
   """
-  client_strategy: str = "auto"
-  chunk_size: int = 4
-  local_loop: str = "auto"
-  unroll: int = 4
-  host_chunk: int = 1   # 1 step per call: fastest on CPU (docs/performance.md, benchmarks/vs_torch.py)
-  skip_padding: bool = True
-  host_devices: int = 0
-  sort_clients: bool = False
+  client_strategy: str = _default("client_strategy")
+  chunk_size: int = _default("chunk_size")
+  local_loop: str = _default("local_loop")
+  unroll: int = _default("unroll")
+  host_chunk: int = _default("host_chunk")   # docs/performance.md, benchmarks/vs_torch.py
+  skip_padding: bool = _default("skip_padding")
+  host_devices: int = _default("host_devices")
+  sort_clients: bool = _default("sort_clients")
 
   @classmethod
   def from_config(cls, engine_cfg) -> "ExecutionConfig":
@@ -96,16 +131,12 @@ class ExecutionConfig:
     return f"{got.client_strategy}/{got.local_loop} on {backend}: {why}"
 
   def validate(self, prefix: str = "engine") -> None:
+    """Each field in its declared range or choices (`FIELDS`), the strategy one of the table's
+    (a user's own included: `strategies.register_strategy`); ConfigError naming the field."""
+    check(prefix, {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, FIELDS)
     if self.client_strategy != "auto" and self.client_strategy not in strategies.STRATEGIES:
-      raise ValueError(f"{prefix}.client_strategy={self.client_strategy!r} is not one of "
-                       f"{['auto', *strategies.STRATEGIES]}")
-    if self.local_loop not in LOCAL_LOOPS:
-      raise ValueError(f"{prefix}.local_loop={self.local_loop!r} is not one of {list(LOCAL_LOOPS)}")
-    for field in ("chunk_size", "unroll", "host_chunk"):
-      if getattr(self, field) < 1:
-        raise ValueError(f"{prefix}.{field} must be >= 1, got {getattr(self, field)}")
-    if self.host_devices < 0:
-      raise ValueError(f"{prefix}.host_devices must be >= 0, got {self.host_devices}")
+      raise ConfigError(f"{prefix}.client_strategy={self.client_strategy!r} is not one of "
+                        f"{['auto', *strategies.STRATEGIES]}")
 
 
 # The share of an accelerator's memory that `auto` lets the vmapped cohort's parameter-sized

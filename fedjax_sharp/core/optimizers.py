@@ -43,6 +43,8 @@ def local_sgd(momentum: float = 0.9, weight_decay: float = 1e-5,
   return optax.inject_hyperparams(make)(learning_rate=0.0)
 
 
+# The server optimisers `server_optimizer` builds (config field `server.optimizer`).
+SERVER_OPTIMIZERS = ("sgd", "adam", "yogi", "adagrad")
 CLIP_EPS = 1e-6   # PyTorch's clip_grad_norm_: max_norm / (norm + 1e-6)
 
 
@@ -161,4 +163,4 @@ def server_optimizer(name: str, learning_rate: float, momentum: float = 0.0, b1:
     return optax.yogi(learning_rate, b1=b1, b2=b2, eps=eps)
   if name == "adagrad":
     return optax.adagrad(learning_rate, eps=eps)
-  raise ValueError(f"{prefix}.optimizer={name!r} is not one of ['adagrad', 'adam', 'sgd', 'yogi']")
+  raise ValueError(f"{prefix}.optimizer={name!r} is not one of {sorted(SERVER_OPTIMIZERS)}")

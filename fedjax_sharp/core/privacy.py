@@ -73,10 +73,47 @@ from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 from fedjax_sharp.core.cohort import SAMPLINGS
 from fedjax_sharp.errors import ConfigError
+from fedjax_sharp.hyperparameters import ON_OFF, check_value, declare
 
-CLIPS = ("global", "per_tensor")
-NOISES = ("server", "client")
-ACCOUNTANTS = ("rdp", "rdp_poisson", "pld_poisson")
+# The config block `dp`, the mechanism's and the accountant's fields (the rules between them and
+# the rest of the config: `training.privacy_rules`).
+FIELDS = declare(
+    enabled=(False, ON_OFF, "client-level differential privacy of the uploads (the other dp "
+             "fields apply only with it): each client's upload clipped and noised inside the "
+             "round (docs/privacy.md)"),
+    clip_norm=(1.0, "(0, inf]", "C, the L2 bound of each client's upload (inf: no clipping)"),
+    noise_multiplier=(None, ">= 0", "sigma: noise std sigma * C on the sum of the clipped "
+                      "uploads (None: 1, or solved from dp.target_epsilon; set one of the two)",
+                      float),
+    delta=(1e-5, "(0, 1)", "the delta of the reported epsilon(delta)"),
+    clip=("global", ("global", "per_tensor"), "'global' (one norm over the whole upload) | "
+          "'per_tensor' (every tensor clipped to C, DP-FedSAM's code)"),
+    noise=("server", ("client", "server"), "'server' (one N(0, sigma^2 C^2) on the sum, "
+           "DP-FedAvg) | 'client' (each client adds N(0, sigma^2 C^2 / m), DP-FedSAM's code)"),
+    target_epsilon=(None, "> 0", "set: the noise multiplier is solved so that epsilon(delta) "
+                    "after config.rounds rounds is this (leave dp.noise_multiplier unset; "
+                    "summary.json records the solved value)", float),
+    accountant=("auto", ("auto", "pld_poisson", "rdp", "rdp_poisson"),
+                "'rdp' (fixed-size cohorts without replacement; replace-one) | 'rdp_poisson' | "
+                "'pld_poisson' (Poisson sampling, add/remove-one) | 'auto' ('rdp' for fixed "
+                "cohorts, 'pld_poisson' under Poisson sampling)"),
+    record_client_metrics=(False, ON_OFF, "record the clients' unnoised train loss, accuracy "
+                           "and step counts under DP (outside the guarantee)"),
+    noise_cohort_size=(None, ">= 1", "simulate a cohort of N: the noise on the mean is what N "
+                       "clients would get (sigma C / N) and the accountant sees N of "
+                       "num_clients N / clients_per_round clients (pfl's noise_cohort_size)",
+                       int),
+    adaptive_clip=(False, ON_OFF, "adaptive clipping (Andrew et al. 2021): dp.clip_norm is C_0, "
+                   "moved each round towards the dp.clip_quantile of the update norms"),
+    clip_quantile=(0.5, "[0, 1]", "adaptive clipping: the target quantile of the update norms"),
+    clip_lr=(0.2, "> 0", "adaptive clipping: C <- C exp(-clip_lr (unclipped fraction - "
+             "quantile))"),
+    clip_count_noise=(None, "> 0", "adaptive clipping: noise std of the count of unclipped "
+                      "uploads, in clients (None: clients_per_round / 20); must exceed "
+                      "dp.noise_multiplier / 2", float))
+CLIPS = FIELDS["clip"].field.choices
+NOISES = FIELDS["noise"].field.choices
+ACCOUNTANTS = tuple(a for a in FIELDS["accountant"].field.choices if a != "auto")
 # The noise multipliers target_epsilon may solve for: above 1e4 (noise std 10^4 C per
 # coordinate) no update survives, so such a target is refused as unreachable.
 MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER = 1e-3, 1e4
@@ -89,15 +126,15 @@ class Mechanism:
   """The clipping and noise applied to every upload (see the module docstring)."""
   clip_norm: float
   noise_multiplier: float
-  clip: str = "global"
-  noise: str = "server"
+  clip: str = FIELDS["clip"].default
+  noise: str = FIELDS["noise"].default
   prefix: str = "dp"     # the config block that set it (named in errors)
   # Adaptive clipping (Andrew et al., NeurIPS 2021): `clip_norm` is C_0, moved each round
   # towards the `clip_quantile` of the update norms at rate `clip_lr`, from a noised count of
   # the uploads that were not clipped (noise std `clip_count_noise`, in clients).
   adaptive: bool = False
-  clip_quantile: float = 0.5
-  clip_lr: float = 0.2
+  clip_quantile: float = FIELDS["clip_quantile"].default
+  clip_lr: float = FIELDS["clip_lr"].default
   clip_count_noise: float = 1.0
   # m / N of `dp.noise_cohort_size`: the noise on the sum of the m uploads is scaled by it, so
   # that the mean carries the noise a cohort of N would (1: the run's own cohort).
@@ -113,10 +150,8 @@ class Mechanism:
     if self.noise_multiplier > 0 and math.isinf(self.clip_norm):
       raise ConfigError(f"{p}.clip_norm must be finite when {p}.noise_multiplier > 0 (the noise "
                         f"is sigma * C), got {self.clip_norm}")
-    if self.clip not in CLIPS:
-      raise ConfigError(f"{p}.clip={self.clip!r} is not one of {list(CLIPS)}")
-    if self.noise not in NOISES:
-      raise ConfigError(f"{p}.noise={self.noise!r} is not one of {list(NOISES)}")
+    for name in ("clip", "noise"):
+      check_value(p, FIELDS[name], getattr(self, name))
     if self.adaptive:
       if self.clip != "global":
         raise ConfigError(f"{p}.adaptive_clip moves one clip norm for the whole upload: use "

@@ -29,30 +29,104 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from fedjax_sharp import hyperparameters
 from fedjax_sharp.data import embedded
 from fedjax_sharp.data import hdf5
 from fedjax_sharp.data import idx
 from fedjax_sharp.data import image_files
 from fedjax_sharp.data import leaf
 from fedjax_sharp.data import npz
+from fedjax_sharp.data import partition
 from fedjax_sharp.data import tff_sqlite
 from fedjax_sharp.data import tfds_datasets
 from fedjax_sharp.data.arrays import hold_out_validation, subsample
 from fedjax_sharp.data.types import TokenDataset
+from fedjax_sharp.hyperparameters import ON_OFF, Hyperparameter, declare
 
-# data.source -> loader(data_cfg) -> ArrayDataset | TokenDataset.
-LOADERS: dict[str, Callable[[Any], Any]] = {
-    "embedded": embedded.from_config,
-    "idx": idx.from_config,
-    "npz": npz.from_config,
-    "tfds": tfds_datasets.from_config,
-    "imagefolder": image_files.imagefolder_from_config,
-    "landmarks_csv": image_files.landmarks_from_config,
-    "federated_h5": hdf5.from_config,
-    "federated_sqlite": tff_sqlite.from_config,
-    "leaf": leaf.from_config,
-}
+# data.source -> loader(data_cfg, **block) -> ArrayDataset | TokenDataset (`register_source`).
+LOADERS: dict[str, Callable[..., Any]] = {}
 ALL_SOURCES = LOADERS   # the allowed data.source values (config validation reads the keys)
+
+
+def register_source(name: str, loader: Callable[..., Any]) -> None:
+  """Makes `data.source=name` load with `loader(data_cfg, **block)`. The loader's keyword-only
+  arguments annotated with a `Field` (as an algorithm factory's hyperparameters,
+  `fedjax_sharp.hyperparameters`) become the config block `data.<name>`: their defaults, ranges
+  and docs give `base_config()`, `--print_config` and the checks, and `block` holds the run's
+  values. The fields every source shares are `FIELDS`, read from `data_cfg`."""
+  if hyperparameters.fields(loader) and name in FIELDS:
+    raise ValueError(f"data source {name!r}: its block data.{name} would hide the shared field")
+  LOADERS[name] = loader
+
+
+def blocks() -> dict[str, dict[str, Hyperparameter]]:
+  """The config blocks `data.<source>` of the sources whose loader declares fields."""
+  out = {name: hyperparameters.fields(loader) for name, loader in LOADERS.items()}
+  return {name: block for name, block in out.items() if block}
+
+
+for _name, _loader in (("embedded", embedded.from_config), ("idx", idx.from_config),
+                       ("npz", npz.from_config), ("tfds", tfds_datasets.from_config),
+                       ("imagefolder", image_files.imagefolder_from_config),
+                       ("landmarks_csv", image_files.landmarks_from_config),
+                       ("federated_h5", hdf5.from_config),
+                       ("federated_sqlite", tff_sqlite.from_config),
+                       ("leaf", leaf.from_config)):
+  register_source(_name, _loader)
+
+# The config block `data`: the fields the built-in sources read from `data_cfg` and those every
+# source shares (`load_dataset`, the partitions); a registered source's own: `data.<source>`.
+FIELDS = declare(
+    source=("embedded", None, f"a registered source ({' | '.join(LOADERS)}; register_source)"),
+    name=("digits", None, "digits | fashion_mnist | mnist | cifar10 | cifar100 | "
+          "emnist[/digits|letters|...] | ag_news_subset | free (files)"),
+    path=("", None, "idx dir / npz file / tfds data_dir / ImageFolder root / Landmarks dir / "
+          "federated .h5 or .sqlite ('' = default)"),
+    download=(True, ON_OFF, "fetch once what is missing: tfds datasets (prepared into "
+              "data.path; needs the 'prepare' extra), and with data.path '' TFF's "
+              "federated_emnist / shakespeare / stackoverflow SQLite and CINIC-10 (into "
+              "$FEDJAX_SHARP_DATA or ~/.cache/fedjax_sharp)"),
+    num_clients=(100, ">= 0", "clients of the partition ('file' / 'natural' partitions: 0 = "
+                 "all the given clients)"),
+    partition=("iid", None, f"{' | '.join(partition.PARTITIONS)}"),
+    partition_path=("", None, "'file': a .json / .npz of per-client index lists (README)"),
+    partition_allow_duplicates=(False, ON_OFF, "'file': an index may belong to several "
+                                "clients"),
+    alpha=(0.1, ">= 0", "Dirichlet concentration (0 = one class per client)"),
+    dirichlet_mode=("label", ("balanced", "label"),
+                    "'label' (Wang et al.; FedGMT) | 'balanced' (Hsu et al.; FedGloSS)"),
+    long_tail=(False, ON_OFF, "FedGMT's long-tail Dirichlet setting"),
+    imbalance_factor=(2.0, ">= 1", "long tail: n_most / n_least class"),
+    shards_per_client=(2, ">= 1", "'pathological': shards of one class per client"),
+    examples_per_client=(0, ">= 0", "'balanced' Dirichlet: 0 = N // num_clients (FedGloSS: "
+                         "500)"),
+    num_classes=(0, ">= 0", "npz files: the class count if the file does not declare it"),
+    feed=("auto", ("auto", "device", "host"),
+          "'device' (all examples on the device once) | 'host' (each round's examples gathered "
+          "on the host, prefetched) | 'auto'"),
+    device_budget_mb=(2048, "> 0", "'auto' feeds from the host above this training-set size"),
+    augment=("none", ("crop_flip", "none"), "'none' | 'crop_flip' (pad, random crop, h-flip)"),
+    augment_per_example=(True, ON_OFF, "crop_flip: a random crop per example (False: one per "
+                         "batch)"),
+    augment_pad=(4, ">= 0", "zero padding of the random crop (FedGMT's text: 2; its code: 4)"),
+    max_train_examples=(0, ">= 0", "0 = all (a seeded, class-stratified subset otherwise)"),
+    max_test_examples=(0, ">= 0", "0 = all (the first N test examples otherwise)"),
+    validation_examples=(0, ">= 0", "> 0: hold out this many training examples (never trained "
+                         "on) and evaluate on them instead of the test split"),
+    validation_seed=(0, ">= 0", "seed of the held-out validation examples"),
+    max_length=(200, ">= 1", "text: tokens per example"),
+    vocabulary_path=("", None, "'' = build it (saved as <workdir>/vocabulary.json)"),
+    vocab_min_count=(2, ">= 0", "text: minimum token count of the vocabulary"),
+    vocab_max_size=(0, ">= 0", "text: 0 = no limit"),
+    word_counts_path=("", None, "stackoverflow: TFF's stackoverflow.word_count ('' = fetched "
+                      "with data.download, else counted from the training split)"),
+    image_size=(0, ">= 0", "imagefolder / landmarks_csv: resize to this (0 = keep / 64)"),
+    merge_valid=(False, ON_OFF, "imagefolder: CINIC-10's valid split joins train"),
+    train_csv=("", None, "landmarks_csv: '' = <path>/federated_train.csv"),
+    test_csv=("", None, "landmarks_csv: '' = <path>/test.csv"),
+    image_dir=("", None, "landmarks_csv: '' = <path>/images (or <path>)"),
+    test_path=("", None, "federated_h5: '' = path with 'train' -> 'test'"),
+    invert_pixels=(True, ON_OFF, "federated_h5/sqlite: TFF white-background -> MNIST style"))
 
 
 def _count(data_cfg, field: str) -> int:
@@ -75,7 +149,10 @@ def load_dataset(data_cfg: Any, seed: int | None = None):
   """
   if data_cfg.source not in LOADERS:
     raise ValueError(f"data.source={data_cfg.source!r} is not one of {sorted(LOADERS)}")
-  ds = LOADERS[data_cfg.source](data_cfg)
+  source = data_cfg.source
+  declared = hyperparameters.fields(LOADERS[source])
+  given = dict(data_cfg[source]) if declared and source in data_cfg else {}
+  ds = LOADERS[source](data_cfg, **hyperparameters.block_values(f"data.{source}", given, declared))
   counts = {f: _count(data_cfg, f)
             for f in ("validation_examples", "max_train_examples", "max_test_examples")}
   if isinstance(ds, TokenDataset) and ds.label_mode == "token":

@@ -36,7 +36,7 @@ import optax
 
 
 from fedjax_sharp.algorithms import registration
-from fedjax_sharp.algorithms.hyperparameters import Field
+from fedjax_sharp.hyperparameters import Field, declare
 from fedjax_sharp.core import tree
 from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 from fedjax_sharp.core.optimizers import ClientOptimizer, local_sgd
@@ -160,7 +160,7 @@ def minimax_algorithm(task, optimizers: PlayerOptimizers, *, rule: str = "fess_g
 
 # ------------------------------------------------------------------------------------------
 # Registry (config.algorithm.name for minimax tasks): each factory's keyword arguments are its
-# hyperparameters (`algorithms.hyperparameters.Field`), the one home of their defaults.
+# hyperparameters (`fedjax_sharp.hyperparameters.Field`), the one home of their defaults.
 EtaG = Annotated[float, Field("> 0", "server step size (1 = plain averaging)")]
 SnapshotEvery = Annotated[int, Field(">= 1", "rounds between refreshes of the snapshot x~")]
 GammaX = Annotated[float | None, Field("> 0", "server rate of x (None: local.lr_x, plain "
@@ -219,6 +219,16 @@ for _name, _factory, _title, _paper in (
                         client=lambda config, name: player_optimizers_from_config(config))
 # The minimax algorithms: a live view of the one registry (`registration.MINIMAX`).
 MINIMAX_ALGORITHMS = registration.MINIMAX
+PLAYER_OPTIMIZERS = ("adam", "sgd")
+# The config block `minimax`: the two players' local optimisers.
+FIELDS = declare(
+    lr_x=(0.02, "> 0", "learning rate of the min player x"),
+    lr_y=(0.2, "> 0", "learning rate of the max player y"),
+    optimizer_x=("sgd", PLAYER_OPTIMIZERS, "local optimiser of x"),
+    optimizer_y=("sgd", PLAYER_OPTIMIZERS, "local optimiser of y"),
+    momentum=(0.0, "[0, 1)", "'sgd' players' momentum"),
+    b1=(0.5, "[0, 1)", "'adam' players' b1"),
+    b2=(0.999, "[0, 1)", "'adam' players' b2"))
 
 
 def player_optimizers_from_config(config) -> PlayerOptimizers:
@@ -233,7 +243,7 @@ def player_optimizers_from_config(config) -> PlayerOptimizers:
       b1, b2 = float(m.b1), float(m.b2)
       return optax.inject_hyperparams(lambda learning_rate: optax.adam(learning_rate, b1, b2))(
           learning_rate=0.0)
-    raise ValueError(f"minimax.{field}={kind!r} is not one of ['adam', 'sgd']")
+    raise ValueError(f"minimax.{field}={kind!r} is not one of {list(PLAYER_OPTIMIZERS)}")
   return PlayerOptimizers(lr_x=float(m.lr_x), lr_y=float(m.lr_y),
                           tx_x=make(str(m.optimizer_x), "optimizer_x"),
                           tx_y=make(str(m.optimizer_y), "optimizer_y"))

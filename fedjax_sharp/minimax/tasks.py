@@ -28,9 +28,37 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp.core.engine import TrainData
+from fedjax_sharp.hyperparameters import declare
 from fedjax_sharp.minimax import projections
 
 TOY_PROBLEMS = ("quadratic", "pl", "simplex", "bilinear")
+# What `task.name` may be: classification (the classification experiments) or a minimax task.
+TASKS = ("classification", *TOY_PROBLEMS, "fair_classification", "gan")
+
+
+def is_minimax(config) -> bool:
+  """Whether the config's `task.name` is a minimax task (not 'classification')."""
+  return config.task.name != "classification"
+
+
+# The config block `task` and each task's own block `task.<name>`.
+FIELDS = declare(name=("classification", tuple(sorted(TASKS)), " | ".join(TASKS)))
+BLOCKS = {
+    "quadratic": declare(num_clients=(8, ">= 1", "clients of the quadratic game"),
+                         hetero_a=(0.3, ">= 0", "heterogeneity of the quadratic terms"),
+                         hetero_bc=(1.0, ">= 0", "heterogeneity of the linear terms")),
+    "pl": declare(num_clients=(8, ">= 1", "clients of the PL game"),
+                  hetero=(0.5, ">= 0", "client heterogeneity")),
+    "simplex": declare(num_clients=(6, ">= 1", "clients of the simplex game"),
+                       lam=(0.0, ">= 0", "regulariser of y"),
+                       hetero=(0.5, ">= 0", "client heterogeneity")),
+    "bilinear": declare(num_clients=(4, ">= 1", "clients of the bilinear game")),
+    "fair_classification": declare(lam=(0.1, ">= 0", "regulariser of the group weights")),
+    "gan": declare(fd_samples=(2000, ">= 2", "samples of the Frechet distance"),
+                   classifier_epochs=(2, ">= 1", "epochs of the feature classifier"),
+                   classifier_cache=("", None, "feature classifier file ('' = under the "
+                                     "workdir)")),
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,6 +2,7 @@
 (`model.conv_impl`, `model.compute_dtype`)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from typing import Any, Callable
@@ -13,6 +14,7 @@ import numpy as np
 
 from fedjax_sharp.core import backends
 from fedjax_sharp.errors import ConfigError
+from fedjax_sharp.hyperparameters import Hyperparameter, declare
 from fedjax_sharp.models import cnn, zoo
 from fedjax_sharp.models.conv import CONV_IMPLS
 from fedjax_sharp.models import sequence
@@ -34,6 +36,18 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "char_lstm": sequence.CharLSTM,
     "word_lstm": sequence.WordLSTM,
 }
+
+
+def blocks() -> dict[str, dict[str, Hyperparameter]]:
+  """The config blocks `model.<name>`: for every registered model with `config_fields` (a
+  class attribute {field: `Field`}), those fields with the module's own defaults."""
+  out = {}
+  for name, cls in MODELS.items():
+    declared = getattr(cls, "config_fields", {})
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)} if declared else {}
+    out[name] = {k: Hyperparameter(k, defaults[k], type(defaults[k]), field)
+                 for k, field in declared.items()}
+  return {name: block for name, block in out.items() if block}
 
 
 def conv_impl_models() -> list[str]:
@@ -105,6 +119,18 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 COMPUTE_DTYPE_VALUES = COMPUTE_DTYPES + ("auto",)
 # Values of the config field `model.conv_impl`: an implementation, or 'auto' (resolve_conv_impl).
 CONV_IMPL_VALUES = CONV_IMPLS + ("auto",)
+
+# The config block `model` (each model's own block `model.<name>`: `blocks`).
+FIELDS = declare(
+    name=("mcmahan_cnn", None, f"one of models.registry.MODELS ({' | '.join(MODELS)})"),
+    compute_dtype=("auto", tuple(sorted(COMPUTE_DTYPE_VALUES)),
+                   "'float32' | 'bfloat16' (forward/backward in bfloat16, weights and updates "
+                   "in float32) | 'auto' (bfloat16 on GPU/TPU, float32 on CPU)"),
+    conv_impl=("auto", tuple(sorted(CONV_IMPL_VALUES)),
+               "'xla' (lax convolutions) | 'matmul' (patches x kernel as one batched matmul: "
+               "vmapped clients run batched GEMMs, not grouped convolutions; same parameters) | "
+               "'auto' ('matmul' only where measured faster: GPU, float32, vmapped clients; "
+               "else 'xla')"))
 _logged_resolutions: set[str] = set()
 
 

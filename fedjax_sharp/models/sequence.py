@@ -25,6 +25,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from fedjax_sharp.hyperparameters import Field
+
 
 def _haiku_linear_init(fan_in: int):
   return nn.initializers.truncated_normal(stddev=1.0 / fan_in ** 0.5)
@@ -69,6 +71,10 @@ class CharLSTM(nn.Module):
   embed: int = 8
   hidden: int = 256
   layers: int = 2
+  # The fields of the config block `model.char_lstm` (defaults: the fields above).
+  config_fields = {"embed": Field(">= 1", "embedding width"),
+                   "hidden": Field(">= 1", "LSTM units per layer"),
+                   "layers": Field(">= 1", "LSTM layers")}
 
   @nn.compact
   def __call__(self, tokens):
@@ -87,6 +93,8 @@ class WordLSTM(nn.Module):
   vocab_size: int = 0           # 0: num_classes
   embed: int = 96
   hidden: int = 670
+  config_fields = {"embed": Field(">= 1", "embedding width (and of the projection)"),
+                   "hidden": Field(">= 1", "LSTM units")}
 
   @nn.compact
   def __call__(self, tokens):

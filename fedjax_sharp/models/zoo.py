@@ -17,8 +17,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from fedjax_sharp.hyperparameters import Field
 from fedjax_sharp.models.cnn import VGG11, max_pool_2x2
 from fedjax_sharp.models.conv import Conv
+
+# The stems of the GroupNorm ResNets (`ResNetGN.stem`).
+STEMS = ("cifar", "imagenet")
 
 TORCH_EPS = 1e-5
 # torch.nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu"): N(0, 2 / fan_out).
@@ -114,6 +118,9 @@ class ResNet8(ResNetGN):
   stage_sizes: Sequence[int] = (1, 1, 1)
   widths: Sequence[int] = (64, 128, 256)
   stem: str = "imagenet"
+  # The fields of the config block `model.resnet8` (defaults: the fields above).
+  config_fields = {"groups": Field(">= 1", "GroupNorm groups (FedGMT code)"),
+                   "stem": Field(doc="FedGMT code: the ImageNet stem", choices=STEMS)}
 
 
 class ResNet18(ResNetGN):
@@ -130,6 +137,8 @@ class ResNet18(ResNetGN):
   stage_sizes: Sequence[int] = (2, 2, 2, 2)
   widths: Sequence[int] = (64, 128, 256, 512)
   stem: str = "cifar"
+  config_fields = {"groups": Field(">= 1", "GroupNorm groups"),
+                   "stem": Field(doc="3x3 stem without max pool, or ImageNet's", choices=STEMS)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +211,8 @@ class ViTSmall(nn.Module):
   heads: int = 8
   mlp_dim: int = 384
   attn_scale: str = "width"
+  config_fields = {"attn_scale": Field(doc="FedGMT code: sqrt(384)",
+                                       choices=("head_dim", "width"))}
 
   @nn.compact
   def __call__(self, x):
@@ -253,6 +264,8 @@ class FastText(nn.Module):
   embed_dim: int = 32
   hidden: int = 32
   pool: str = "nonpad"
+  config_fields = {"pool": Field(doc="mean over the real tokens or all of them (vocab from the "
+                                 "dataset)", choices=("all", "nonpad"))}
 
   @nn.compact
   def __call__(self, tokens):
@@ -358,6 +371,8 @@ class MobileNetV2GN(nn.Module):
   width_mult: float = 1.0
   groups: int = 2
   conv_impl: str = "xla"
+  config_fields = {"width_mult": Field("> 0", "channel width multiplier"),
+                   "groups": Field(">= 1", "GroupNorm groups")}
 
   @nn.compact
   def __call__(self, x):
@@ -391,3 +406,4 @@ class VGG11GN(VGG11):
   Parameters on 32x32x3: 9,231,114 with 10 classes (`vgg11`'s 9,225,610 + 2 x 2752 GN affines).
   """
   groups: int = 2
+  config_fields = {"groups": Field(">= 1", "GroupNorm groups")}

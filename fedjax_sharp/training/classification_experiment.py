@@ -17,7 +17,7 @@ from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine
 from fedjax_sharp.core.execution import ExecutionConfig, Footprint
 from fedjax_sharp.models import registry as model_registry
-from fedjax_sharp.training import fields as fields_lib
+from fedjax_sharp.training import privacy_rules
 from fedjax_sharp.training.experiment import (STREAM_INIT, Experiment, apply_privacy,
                                               make_evaluator, make_preprocess)
 
@@ -66,7 +66,7 @@ def build_classification_experiment(config, dataset=None) -> Experiment:
                           local_epochs=config.local.epochs, local_steps=config.local.steps,
                           seed=config.seed, weighting=str(config.aggregation),
                           sampling=str(config.engine.sampling),
-                          fixed_denominator=fields_lib.private(config))
+                          fixed_denominator=privacy_rules.private(config))
   execution = ExecutionConfig.from_config(config.engine)
   footprint = Footprint.estimate(params, jax.eval_shape(algorithm.client_state_init, params),
                                  sampler.shape[0])

@@ -17,7 +17,7 @@ from typing import Callable
 
 from absl import app, flags
 
-from fedjax_sharp.algorithms.hyperparameters import did_you_mean
+from fedjax_sharp.hyperparameters import did_you_mean
 from fedjax_sharp.core import backends
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.errors import FedjaxSharpError, RunInterrupted

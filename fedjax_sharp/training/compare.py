@@ -58,7 +58,7 @@ def parse_algorithms(spec: str) -> list[str]:
 def check_algorithms(variants: list[str], allowed) -> None:
   """Refuses, in one line naming `--algorithms` with the closest registered names, a variant
   whose algorithm is not in `allowed`."""
-  from fedjax_sharp.algorithms.hyperparameters import did_you_mean  # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.hyperparameters import did_you_mean  # pylint: disable=g-import-not-at-top
   for variant in variants:
     name, _ = parse_variant(variant)
     if name not in allowed:

@@ -11,7 +11,8 @@ import ml_collections
 from ml_collections import config_dict
 
 from fedjax_sharp.models import registry
-from fedjax_sharp.training import fields
+from fedjax_sharp.data import sources
+from fedjax_sharp.training import fields, privacy_rules
 from fedjax_sharp.training.fields import DECLARED, SECTIONS, is_minimax, validate
 from fedjax_sharp.training.fields import aggregation as resolved_aggregation
 from fedjax_sharp.training.fields import aggregation_choice  # noqa: F401 (re-exported)
@@ -34,9 +35,10 @@ def base_config() -> ml_collections.ConfigDict:
     for name, h in declared.items():
       setattr(node, name, config_dict.placeholder(h.type) if h.default is None else h.default)
   from fedjax_sharp.algorithms.registry import config_blocks
-  from fedjax_sharp.minimax import algorithms as _  # noqa: F401 (registers the minimax ones)
   for name, algorithm_block in config_blocks().items():
     c.algorithm[name] = algorithm_block
+  for name, declared in sources.blocks().items():   # the data sources registered so far
+    c.data[name] = ml_collections.ConfigDict({k: h.default for k, h in declared.items()})
   return c
 
 
@@ -117,14 +119,14 @@ def _resolve_dp(config) -> None:
   block with `dp.enabled` True, so that config.json records what was applied."""
   if "dp" not in config:
     return
-  config.dp.accountant = fields.dp_accountant(config)
+  config.dp.accountant = privacy_rules.dp_accountant(config)
   if config.dp.noise_multiplier is None and config.dp.target_epsilon is None:
     config.dp.noise_multiplier = 1.0
-  if fields.own_privacy(config):
+  if privacy_rules.own_privacy(config):
     from fedjax_sharp.algorithms.registry import ALGORITHMS  # pylint: disable=g-import-not-at-top
     block = ALGORITHMS[config.algorithm.name].values(config)
     config.dp.enabled = True
-    for k in fields.MECHANISM_FIELDS:
+    for k in privacy_rules.MECHANISM_FIELDS:
       config.dp[k] = block[k]
 
 

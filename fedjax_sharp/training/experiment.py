@@ -24,7 +24,7 @@ from fedjax_sharp.core import backends, feeding, losses, privacy
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
-from fedjax_sharp.training import fields
+from fedjax_sharp.training import privacy_rules
 
 # PRNG streams: one root key from the seed, one stream per purpose.
 STREAM_INIT, STREAM_TRAIN = 0, 1
@@ -163,9 +163,9 @@ def apply_privacy(config, algorithm: FederatedAlgorithm, params, population: int
   account = functools.partial(
       privacy.accounting_setting, params=params, cohort=int(config.clients_per_round),
       population=int(population), delta=float(dp.delta),
-      accountant=fields.dp_accountant(config), sampling=fields.sampling(config),
+      accountant=privacy_rules.dp_accountant(config), sampling=privacy_rules.sampling(config),
       noise_cohort_size=dp.noise_cohort_size)
-  if dp.enabled and not fields.own_privacy(config):
+  if dp.enabled and not privacy_rules.own_privacy(config):
     # Unset: 1, or (with a target) solved below; the placeholder 0 checks nothing it cannot know.
     sigma = (0.0 if dp.target_epsilon is not None else 1.0 if dp.noise_multiplier is None
              else float(dp.noise_multiplier))

@@ -24,6 +24,7 @@ from fedjax_sharp.errors import WorkdirError
 from fedjax_sharp.models import registry
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import fields as fields_lib
+from fedjax_sharp.training import privacy_rules
 
 LOCK = ".lock"
 CHECKPOINT_DIRECTORY = "checkpoints"      # orbax checkpoints (checkpoints.py)
@@ -146,7 +147,7 @@ def setting_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> lis
 
 # The dp fields a resolved config copies from an own-DP algorithm's block (DP-FedSAM's), which a
 # config.json of an older version left at their defaults.
-OWN_DP_MIRRORS = ("dp.enabled",) + tuple(f"dp.{k}" for k in fields_lib.MECHANISM_FIELDS)
+OWN_DP_MIRRORS = ("dp.enabled",) + tuple(f"dp.{k}" for k in privacy_rules.MECHANISM_FIELDS)
 
 
 def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> list[str]:
@@ -164,7 +165,7 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
   old_flat = {k: v for k, v in _flatten(saved).items() if in_setting(k)}
   if "model" in saved:   # written before the field existed: computed in float32
     old_flat.setdefault("model.compute_dtype", "float32")
-  own_dp = fields_lib.own_privacy(config)
+  own_dp = privacy_rules.own_privacy(config)
   unused = fields_lib.unused_blocks(config)   # not in a config.json: nothing to compare
   keep = lambda key: ".".join(key.split(".")[:2]) not in unused
   diffs = []

@@ -211,6 +211,31 @@ def block_values(prefix: str, given: Mapping[str, Any],
   return values
 
 
+# The choices of an on/off field.
+ON_OFF = (True, False)
+
+
+def declare(**specs: tuple) -> dict[str, Hyperparameter]:
+  """A config block declared by the component that reads it (the engine, the DP mechanism, the
+  models, the data sources, the optimisers): `name=(default, allowed, doc)`, `allowed` a range
+  ('>= 0', '(0, 1]'), a tuple of choices or None (any value of the default's type); a None
+  default takes a fourth element, the value's type. The same records as a factory's keyword
+  arguments (`fields`), so the config, `--print_config` and the checks derive from them."""
+  out = {}
+  for name, (default, allowed, doc, *value_type) in specs.items():
+    choices = tuple(allowed) if isinstance(allowed, tuple) else None
+    field = Field(range=allowed if isinstance(allowed, str) else None, doc=doc, choices=choices)
+    out[name] = Hyperparameter(name, default, value_type[0] if value_type else type(default),
+                               field)
+  return out
+
+
+def require(condition: bool, field: str, message: str) -> None:
+  """Raises ConfigError "<field> <message>" unless `condition` (a rule between fields)."""
+  if not condition:
+    raise ConfigError(f"{field} {message}")
+
+
 def checked(fn: Callable) -> Callable:
   """Checks the declared hyperparameters of every call of `fn` (the prefix is
   `algorithm.<name>`, `name` being the call's `name` argument)."""
