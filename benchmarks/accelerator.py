@@ -24,7 +24,7 @@ x `model.compute_dtype` (float32 | bfloat16) x strategy; the later sections use 
 to XLA_FLAGS before JAX starts its backend (e.g. command buffers:
 --xla_flags=--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL).
 
-    python benchmarks/accelerator.py                 # on a GPU / TPU (targets: BUILD_NOTES.md)
+    python benchmarks/accelerator.py                 # on a GPU / TPU
     python benchmarks/accelerator.py --conv_impl=matmul --compute_dtype=bfloat16
     python benchmarks/accelerator.py --big --sweep_rounds=20
     python benchmarks/accelerator.py --small         # tiny shapes: runs anywhere in seconds (CI)
@@ -46,7 +46,9 @@ check; the exit status is 1 if any row failed. Classification runs the table's C
     python benchmarks/accelerator.py --check --algorithms=fedavg,fedsmoo --strategies=auto,vmap
 
 On a CPU without --small the rolled strategies take minutes per round (XLA CPU runs
-convolutions inside loops slowly; BUILD_NOTES.md): use benchmarks/round_time.py there.
+convolutions inside loops slowly; docs/performance.md, "What 'auto' chooses on each backend"):
+use benchmarks/round_time.py there. The targets these rows are measured against:
+docs/performance.md, "Targets on the H100".
 """
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ pieces of `hessian.default_reverse_batch()` examples.
     python benchmarks/conv_grad.py --impl=im2col     # shifted slices + one matmul instead
 
 `--impl=im2col` builds the convolution from k*k shifted slices and one matmul (its filter
-gradient is then a plain matmul); on this CPU it was no faster than XLA's convolution (BUILD_NOTES,
-"CPU convolution"). XLA flags go through the environment as usual (XLA_FLAGS=...).
+gradient is then a plain matmul); on this CPU it was no faster than XLA's convolution
+(docs/performance.md, "Tried and not kept"). XLA flags go through the environment as usual
+(XLA_FLAGS=...).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accelerator figures BUILD_NOTES.md lists as pending (section 4, "Accelerators"), in one
+# The accelerator figures listed as pending in docs/known_gaps.md, "Accelerators", in one
 # command for a GPU machine, most wanted first. Each step has its own time limit, prints as it
 # goes and writes its output to DIR/<step>.txt, so a run cut short keeps every step it finished.
 #

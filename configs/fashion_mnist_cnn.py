@@ -8,7 +8,8 @@ wd 1e-5, lr decay 0.998 per round, 50 rounds.
 
 Run:
     python experiments/run.py --config=configs/fashion_mnist_cnn.py --workdir=runs/fmnist_fedavg
-Expect: test accuracy >= 0.85 within 50 rounds (measured numbers in BUILD_NOTES.md).
+Expect: test accuracy >= 0.85 within 50 rounds (measured numbers: docs/reproducing.md,
+"FedAvg on Fashion-MNIST").
 """
 from fedjax_sharp.training.config import base_config
 

@@ -12,7 +12,7 @@ Training calls the model on pieces of 16 examples (`engine.micro_batch`, a CPU s
 
 The paper's claims to check: FedGloSS(SAM) > FedSMOO > FedSAM > FedAvg in accuracy, FedGloSS
 at half FedSMOO's communication, FedGloSS the flattest (lowest lambda_max). Measured numbers:
-BUILD_NOTES.md.
+docs/reproducing.md, "Dir(0) on Fashion-MNIST".
 """
 from fedjax_sharp.training.paper_configs import fedgloss_paper_config
 
@@ -26,7 +26,7 @@ def get_config():
   c.eval.target_accuracy = 0.85
   c.checkpoint_every = 100
   # The model is called on pieces of 16 examples in training (the same function): XLA's CPU
-  # backend computes LeNet's convolution gradients 1.4-1.6x faster that way (BUILD_NOTES.md,
-  # `benchmarks/round_time.py --model=lenet5`); on a GPU set --config.engine.micro_batch=0.
+  # backend computes LeNet's convolution gradients faster that way (docs/performance.md,
+  # "Model calls in pieces (CPU)"); on a GPU set --config.engine.micro_batch=0.
   c.engine.micro_batch = 16
   return c

@@ -15,8 +15,8 @@ Table 2 (CIFAR-10 CNN, long-tail Dir(0.1)): FedGMT 79.17 > FedSpeed 77.51 > FedS
 FedLESAM-D 76.11 > FedDyn 75.71 > FedNTD 72.62 > FedSAM 70.96 > FedAvg 70.61. Measured here
 (3 seeds, results/fmnist_hetero_table2/): FedGMT 88.53 > FedSMOO 88.25 > FedSpeed 88.20 >
 FedDyn 87.90 = FedLESAM-D 87.90 > FedNTD 84.59 > FedSAM 83.88 > FedAvg 83.29; SCAFFOLD at lr 0.1
-or 0.05 diverges here (it runs at lr 0.01). Details and the reading: BUILD_NOTES.md,
-section "Accuracy on Fashion-MNIST".
+or 0.05 diverges here (it runs at lr 0.01). Details and the reading: docs/reproducing.md,
+"Ten algorithms on long-tail Dir(0.1) Fashion-MNIST".
 """
 from fedjax_sharp.training.paper_configs import fedgmt_paper_config
 

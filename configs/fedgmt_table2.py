@@ -42,7 +42,8 @@ Paper numbers:
     FedLESAM-D   81.48   79.79   74.99  |  78.02    76.11    71.10   |    46.97  45.21  42.39 |   43.00   |  85.68
     FedGMT       83.64   82.79   78.04  |  80.48    79.17    74.67   |    48.65  47.42  45.46 |   57.84   |  88.39
     FedGMT-v2    83.25   82.44   78.01  |  80.00    78.73    74.11   |    48.64  46.95  44.66 |   57.61   |  88.31
-The Fashion-MNIST rows are this library's own (no paper numbers); see BUILD_NOTES.md.
+The Fashion-MNIST rows are this library's own (no paper numbers); what has run:
+docs/reproducing.md, "FedGMT (Li et al., ICML 2025)".
 """
 from fedjax_sharp.training.paper_configs import FEDGMT_DATASETS, fedgmt_paper_config
 

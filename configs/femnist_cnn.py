@@ -15,7 +15,7 @@ epoch, batch 20, client SGD lr 10^-1.5, server SGD lr 1, 1,500 rounds.
 
 Expected: Reddi et al. (2021, Table 2) report about 85% test accuracy for FedAvg on this task
 (84.9 with their dropout CNN; this model has no dropout). Not measured here: the dataset cannot
-be fetched on the build machine (BUILD_NOTES.md, section "Known gaps", "Data").
+be fetched on the build machine (docs/known_gaps.md, "Data").
 """
 from fedjax_sharp.training.config import base_config
 

@@ -14,7 +14,8 @@ to Fashion-MNIST; the FESS-GDA paper's own fair-classification settings are not 
 
 Reported: worst-class test accuracy (mean of the last 20 rounds, each evaluated; every 5th
 round before), mean
-test accuracy and the weights y in metrics.jsonl. Measured numbers: BUILD_NOTES.md.
+test accuracy and the weights y in metrics.jsonl. Measured numbers: docs/reproducing.md,
+"FESS-GDA (Shen et al., AISTATS 2024)".
 """
 from fedjax_sharp.training.config import base_config
 

@@ -18,7 +18,7 @@ client SGD lr 1, server SGD lr 1, 1,200 rounds.
 Expected: Reddi et al. (2021, Table 2) report 56.9% test accuracy for FedAvg after 1,200
 rounds (their loss is fedjax's per-sequence mean, ours the token mean: equal minimisers,
 learning rates may need retuning). Not measured here: the dataset cannot be fetched on the
-build machine (BUILD_NOTES.md, section "Known gaps", "Data").
+build machine (docs/known_gaps.md, "Data").
 """
 
 from fedjax_sharp.training.config import base_config

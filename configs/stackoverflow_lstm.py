@@ -18,7 +18,8 @@ SGD lr 1, 1,500 rounds.
 
 Expected: Reddi et al. (2021, Table 2) report 19.5% for FedAvg (25.2% FedAdam) after 1,500
 rounds, with at most 256 posts per client (not applied here: every post of a user is used).
-Not measured here: the dataset cannot be fetched on the build machine (BUILD_NOTES.md).
+Not measured here: the dataset cannot be fetched on the build machine (docs/known_gaps.md,
+"Data").
 """
 
 from fedjax_sharp.training.config import base_config

@@ -12,11 +12,11 @@ continues where it stopped:
   clients       per-client accuracy percentiles, worst client   -> analysis.json '<model>_clients'
   global_local  global vs local sharpness (FedGloSS Table 1)    -> analysis.json '<model>_global_local'
   landscape     2D filter-normalised loss surface (PNG + NPZ)   -> analysis.json '<model>_landscape'
-The defaults are the protocol of the geometry study (BUILD_NOTES.md, "Analysis and Hessian
-results"): lambda_max, SAM sharpness (rho 0.05) and the trace (100 probes) on the same 2,000
-test examples; global vs local on the first 5 clients with a 1,000-example stratified global
-sample; a 21 x 21 landscape. `compare.py --report_only` then tabulates every stored part over
-seeds (geometry.md).
+The defaults are the protocol of the geometry study (docs/reproducing.md, "Geometry of the
+long-tail Dir(0.1) models"): lambda_max, SAM sharpness (rho 0.05) and the trace (100 probes)
+on the same 2,000 test examples; global vs local on the first 5 clients with a 1,000-example
+stratified global sample; a 21 x 21 landscape. `compare.py --report_only` then tabulates every
+stored part over seeds (geometry.md).
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ same rounds, and marks each algorithm's best trial (a diverged or unfinished tri
     python experiments/tuning_table.py runs/minimax_tune --keys=minimax.lr_x,algorithm.fess_gda.p
 
 --out writes table.md and table.csv there, and best.json ({algorithm: {field: value}}), from
-which the final runs take their settings (BUILD_NOTES.md gives the commands).
+which the final runs take their settings (the commands of the fair-classification study:
+docs/reproducing.md, "FESS-GDA (Shen et al., AISTATS 2024)").
 """
 from __future__ import annotations
 

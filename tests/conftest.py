@@ -19,26 +19,27 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ and "PYTEST_XDIST_WORKER" not i
 
 # XLA's older CPU emitters compile the suite's many small programs (tiny models, a few steps)
 # about 2x faster than its fusion emitters, and the suite is compile-bound: the whole suite,
-# workers and the subprocesses they start, compiles with them (BUILD_NOTES "Test suite time",
-# with the measurements). The programs are the same; only XLA's CPU code generation differs.
+# workers and the subprocesses they start, compiles with them (docs/performance.md, "The test
+# suite", with the measurements). The programs are the same; only XLA's CPU code generation
+# differs.
 # The models' init program keeps its own compile options (`models.registry.init_params` pins
 # them), so initial parameters are the same bits as in a user's run.
 #
 # And each program's LLVM code generation runs in one piece: XLA splits a CPU program into
 # parts compiled on several threads, which is faster for one process on idle cores but costs
-# CPU time, and the suite's xdist workers keep every core busy (the same bits; a tiny round's
-# compile 24% faster with two processes on two cores: BUILD_NOTES "Test suite time").
+# CPU time, and the suite's xdist workers keep every core busy (the same bits; tiny rounds
+# compile faster with two processes on two cores: docs/performance.md, "The test suite").
 # Set either flag in XLA_FLAGS beforehand to choose otherwise.
 #
 # And LLVM's optimisations off (JAX's `jax_disable_most_optimizations`: LLVM at level 0, no
 # expensive LLVM passes; every XLA HLO pass still runs, so the programs are the same and only
 # their machine code is slower). The suite's programs are tiny and compile-bound: fresh clones
 # back to back, 8 min 39 s and 8 min 52 s of pytest without, 7 min 09 s and 7 min 02 s with it
-# (BUILD_NOTES "Test suite time"). The tests whose assertion is about a user's machine code (bits
-# pinned against XLA's defaults, an exact zero, XLA's CPU miscompile of conv -> GroupNorm -> pool
-# gradients, which at level 0 reaches VGG-11-GN's vmapped gradient), or whose compute outweighs
-# their compile, take the `optimised_compiles` fixture below. JAX_DISABLE_MOST_OPTIMIZATIONS=0
-# beforehand runs the whole suite optimised.
+# (docs/performance.md, "The test suite"). The tests whose assertion is about a user's machine
+# code (bits pinned against XLA's defaults, an exact zero, XLA's CPU miscompile of conv ->
+# GroupNorm -> pool gradients, which at level 0 reaches VGG-11-GN's vmapped gradient), or whose
+# compute outweighs their compile, take the `optimised_compiles` fixture below.
+# JAX_DISABLE_MOST_OPTIMIZATIONS=0 beforehand runs the whole suite optimised.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 for _flag, _value in (("xla_cpu_use_fusion_emitters", "false"),
                       ("xla_cpu_parallel_codegen_split_count", "1")):
@@ -108,7 +109,8 @@ def optimised_compiles(monkeypatch):
 # - the tests that share an expensive module-scoped fixture (a CLI run the module's tests all
 #   read, such as tests/test_reliability.py's uninterrupted run) go to one worker as a group,
 #   so that the fixture runs once, not once per worker;
-# - the slowest tests (SLOW_FIRST, from `pytest --durations`, see BUILD_NOTES "Test suite time")
+# - the slowest tests (SLOW_FIRST, from `pytest --durations`, see docs/performance.md, "The
+#   test suite")
 #   start first, so that no long test starts last while the other worker sits idle.
 SLOW_FIRST = (
     "tests/test_sweep.py::test_sweep_of_3_seeds_x_2_lrs_equals_the_6_separate_runs",

@@ -225,7 +225,7 @@ def _conv_gn_pool_gradients(impl: str):
       {"params": p[1]}, layer.apply({"params": p[0]}, x)))) * r)
   # With XLA's CPU fusion emitters, as a user's run compiles it (the suite compiles with the
   # older emitters, tests/conftest.py; under those the same gradient is wrong in 'matmul' and
-  # right in 'xla': BUILD_NOTES, known gaps).
+  # right in 'xla': docs/known_gaps.md, "CPU").
   jitted = jax.jit(jax.grad(loss), compiler_options=DEFAULT_CPU_EMITTERS)(params)
   with jax.disable_jit():
     eager = jax.grad(loss)(params)
@@ -239,8 +239,8 @@ def test_matmul_gradient_of_conv_groupnorm_pool_is_right():
 
 
 # Strict: the day XLA computes this gradient right, the test passes, the suite fails and says
-# to remove the mark (and the known gap in BUILD_NOTES). Only a wrong value is the expected
-# failure (an AssertionError), not an error of another kind.
+# to remove the mark (and the known gap in docs/known_gaps.md, "CPU"). Only a wrong value is
+# the expected failure (an AssertionError), not an error of another kind.
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="XLA CPU miscompile (jax 0.10.2): the jitted conv-kernel "
                    "gradient through conv+bias -> GroupNorm -> relu -> reshape-max pool is wrong "

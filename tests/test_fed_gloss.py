@@ -182,7 +182,8 @@ def test_naive_fedgloss_uses_the_current_rounds_pseudo_gradient():
 def test_refresh_per_epoch_matches_the_authors_code_and_is_the_paper_step():
   """The authors' per-epoch refresh (sigma_k -= (w_e - anchor)/beta, anchor <- w_e) gives the
   same direction g - sigma_k + (w - w~)/beta and the same final dual: algebraically a no-op,
-  so with E = 2 it equals the paper's step up to float rounding (BUILD_NOTES.md)."""
+  so with E = 2 it equals the paper's step up to float rounding (docs/reproducing.md, "Where the
+  specification, the paper and the code differ")."""
   data, sampler, params = _setup(68, epochs=2)
   alg = fed_gloss(apply_fn, _opt("sgd"), rho=0.2, beta=2.0, refresh_per_epoch=True)
   server, table, _, _ = run_rounds(alg, params, data, sampler, 4, cohorts=COHORTS)

@@ -71,8 +71,9 @@ def test_cli_rejects_an_unknown_algorithm(tmp_path):
 @pytest.mark.usefixtures("optimised_compiles")   # compute-bound
 def test_fedavg_mcmahan_cnn_learns_fashion_mnist():
   """configs/fashion_mnist_cnn.py as shipped, 3 rounds of 5 clients instead of 50 of 10 (-> 89.2%,
-  BUILD_NOTES.md): 73.1% on the first 2,000 test images (74.9% with 10 clients a round, 15 s more
-  of the suite's CPU: the round's 12 local steps of the CNN are most of this test's time)."""
+  docs/reproducing.md, "FedAvg on Fashion-MNIST"): 73.1% on the first 2,000 test images (74.9%
+  with 10 clients a round, which costs the suite more CPU: the round's 12 local steps of the CNN
+  are most of this test's time; docs/performance.md, "The test suite")."""
   c = load_config_file(os.path.join(ROOT, "configs", "fashion_mnist_cnn.py"))
   c.data.max_test_examples = 2000
   c.rounds = 3

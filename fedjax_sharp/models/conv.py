@@ -4,8 +4,8 @@
 Why: the engine vmaps clients that each hold their own weights. Under `vmap`, XLA's convolution
 with a batched kernel becomes a *grouped* convolution (`feature_group_count` = clients x
 groups), which neither the CPU backend nor the GPU's tensor cores run well: vmapping 10 clients
-was no faster than running them one after another (BUILD_NOTES.md, "Execution strategies and
-what 'auto' chooses"). Written as patches times a reshaped kernel, the same layer becomes one
+was no faster than running them one after another (docs/performance.md, "What 'auto' chooses
+on each backend"). Written as patches times a reshaped kernel, the same layer becomes one
 `dot_general` whose batch dimension is the client axis under vmap: a batched GEMM.
 
 `Conv` is `flax.linen.Conv` with one more field, `impl`:
