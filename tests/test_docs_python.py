@@ -75,7 +75,8 @@ PAGES = sorted({f for f, _, _ in docs_python_blocks()})
 @pytest.mark.parametrize("page", PAGES)
 def test_docs_python_blocks_run(page):
   from fedjax_sharp.algorithms import registration  # pylint: disable=g-import-not-at-top
-  registered = set(registration.ALGORITHMS)
+  from fedjax_sharp.data import sources              # pylint: disable=g-import-not-at-top
+  registered, loaders = set(registration.ALGORITHMS), dict(sources.LOADERS)
   namespace = {"__name__": f"docs_{os.path.basename(page)[:-3]}"}
   try:
     exec(compile(PRELUDE.get(page, ""), f"{page}:prelude", "exec"), namespace)
@@ -89,8 +90,14 @@ def test_docs_python_blocks_run(page):
       from conftest import TinyProblem                    # pylint: disable=g-import-not-at-top
       algorithm = namespace["my_fedprox"](TinyProblem().apply, local_sgd(), mu=0.1)
       assert algorithm.name == "my_fedprox" and callable(algorithm.local_step)
+    if page == "docs/adding_a_data_source.md":
+      # The user's source has its block, declared by its loader alone.
+      from fedjax_sharp.training.config import base_config  # pylint: disable=g-import-not-at-top
+      assert base_config().data.npz_clients.to_dict() == {"min_examples": 0}
     if page == "docs/library.md":
       assert namespace["metrics"] is not None and namespace["fedsam"].name
   finally:   # the example's registration must not leak into the other tests
     for name in set(registration.ALGORITHMS) - registered:
       del registration.ALGORITHMS[name]
+    sources.LOADERS.clear()
+    sources.LOADERS.update(loaders)
