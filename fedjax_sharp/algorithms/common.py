@@ -1,6 +1,7 @@
 """Pieces shared by the algorithms: local state, losses, metrics, the local and server steps."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import flax.struct
@@ -12,10 +13,11 @@ from fedjax_sharp.core import losses, tree
 from fedjax_sharp.core.optimizers import (ClientOptimizer, as_client_optimizer, local_sgd,
                                           with_learning_rate)
 
-__all__ = ["AnchoredLocalState", "ApplyFn", "ClientOptimizer", "LocalSGDState", "ServerState",
-           "as_client_optimizer", "cross_entropy_loss", "hyperparameters", "init_anchored",
-           "init_local", "local_sgd", "optimizer_step", "server_opt_init", "server_opt_step",
-           "step_metrics", "with_learning_rate"]
+__all__ = ["AnchoredLocalState", "ApplyFn", "ClientOptimizer", "FedOptServerState",
+           "LocalSGDState", "ServerState", "as_client_optimizer", "cross_entropy_loss",
+           "fed_opt_optimizer", "fed_opt_step", "hyperparameters", "init_anchored", "init_local",
+           "local_sgd", "optimizer_step", "server_opt_init", "server_opt_step", "step_metrics",
+           "with_learning_rate"]
 
 ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, x) -> logits
 
@@ -39,6 +41,28 @@ class AnchoredLocalState:
 class ServerState:
   params: Any
   opt_state: Any
+
+
+@flax.struct.dataclass
+class FedOptServerState:
+  """Base of the server states that keep model-sized vectors of their own beside a FedOpt model
+  (the subclass's fields: SCAFFOLD's control, MimeLite's momentum), each 0 at the start and sent
+  to the clients with the model. `model` holds `w^t` and the server optimiser's state."""
+  model: ServerState
+
+  @property
+  def params(self):
+    return self.model.params
+
+  @classmethod
+  def start(cls, server_optimizer: optax.GradientTransformation, params):
+    """The first state: `w^0` with the server optimiser's initial state, every vector 0."""
+    vectors = {f.name: tree.zeros_like(params) for f in dataclasses.fields(cls)[1:]}
+    return cls(model=server_opt_init(server_optimizer, params), **vectors)
+
+  def broadcast(self, round_info=None):
+    """`FederatedAlgorithm.broadcast`: `(w^t, *the vectors)`, in the order of the fields."""
+    return (self.params, *(getattr(self, f.name) for f in dataclasses.fields(self)[1:]))
 
 
 def cross_entropy_loss(apply_fn: ApplyFn):
@@ -104,6 +128,13 @@ def optimizer_step(optimizer: ClientOptimizer, state, grads):
   return state.replace(params=params, opt_state=opt_state)
 
 
+def fed_opt_optimizer(server_optimizer: optax.GradientTransformation | None
+                      ) -> optax.GradientTransformation:
+  """The server optimiser of a FedOpt algorithm: `server_optimizer`, or without one
+  `optax.sgd(1.0)`, which makes the server step the plain weighted average (FedAvg)."""
+  return server_optimizer or optax.sgd(1.0)
+
+
 def server_opt_init(server_optimizer: optax.GradientTransformation, params) -> ServerState:
   return ServerState(params=params, opt_state=server_optimizer.init(params))
 
@@ -113,3 +144,10 @@ def server_opt_step(server_optimizer: optax.GradientTransformation, state: Serve
   """FedOpt: the server optimiser treats `pseudo_grad = w - aggregate` as a gradient."""
   updates, opt_state = server_optimizer.update(pseudo_grad, state.opt_state, state.params)
   return ServerState(params=optax.apply_updates(state.params, updates), opt_state=opt_state)
+
+
+def fed_opt_step(server_optimizer: optax.GradientTransformation, state: ServerState, deltas_C,
+                 weights_C) -> ServerState:
+  """FedOpt's server step on the clients' uploads `deltas_C = w^t - w_m`: the pseudo-gradient is
+  their sum weighted by the engine's weights `p_m`."""
+  return server_opt_step(server_optimizer, state, tree.weighted_sum(deltas_C, weights_C))

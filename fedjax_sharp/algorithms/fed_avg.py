@@ -29,7 +29,7 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
             name: str = "fedavg") -> FederatedAlgorithm:
   """FedAvg/FedOpt; `client_optimizer` is a ClientOptimizer (sgd/sam/asam) or an optax transform."""
   opt = common.as_client_optimizer(client_optimizer)
-  server_optimizer = server_optimizer or optax.sgd(1.0)
+  server_optimizer = common.fed_opt_optimizer(server_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
   values = common.hyperparameters(opt)   # the SAM radius of a fedsam/fedasam client optimiser
 
@@ -48,8 +48,7 @@ def fed_avg(apply_fn: common.ApplyFn, client_optimizer,
     return tree.sub(w_global, state.params), client_state
 
   def server_update(server_state, deltas_C, weights_C, mask_C, round_info):
-    return common.server_opt_step(server_optimizer, server_state,
-                                  tree.weighted_sum(deltas_C, weights_C))
+    return common.fed_opt_step(server_optimizer, server_state, deltas_C, weights_C)
 
   return FederatedAlgorithm(
       name=name, server_init=lambda params: common.server_opt_init(server_optimizer, params),

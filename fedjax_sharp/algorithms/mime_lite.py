@@ -18,6 +18,7 @@ beta = 0.9. A baseline of the MoFedSAM paper's Table 1.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import flax.struct
@@ -34,13 +35,8 @@ from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 
 
 @flax.struct.dataclass
-class MimeLiteServerState:
-  model: common.ServerState  # x^t and the server optimiser's state (FedOpt)
-  momentum: Any              # m
-
-  @property
-  def params(self):
-    return self.model.params
+class MimeLiteServerState(common.FedOptServerState):
+  momentum: Any  # m (model: x^t and the server optimiser's state)
 
 
 @flax.struct.dataclass
@@ -62,16 +58,9 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
               name: str = "mimelite") -> FederatedAlgorithm:
   beta = float(beta)
   opt = common.as_client_optimizer(client_optimizer)
-  server_optimizer = server_optimizer or optax.sgd(1.0)
+  server_optimizer = common.fed_opt_optimizer(server_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
   grad_fn = jax.grad(lambda p, batch: loss_fn(p, batch)[0])
-
-  def server_init(params):
-    return MimeLiteServerState(model=common.server_opt_init(server_optimizer, params),
-                               momentum=tree.zeros_like(params))
-
-  def broadcast(server_state, round_info):
-    return (server_state.params, server_state.momentum)
 
   def client_init(bcast, client_state, client_info, round_info):
     w_global, momentum = bcast
@@ -106,15 +95,15 @@ def mime_lite(apply_fn: common.ApplyFn, client_optimizer,
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     deltas_C, grads_C = uploads_C
-    model = common.server_opt_step(server_optimizer, server_state.model,
-                                   tree.weighted_sum(deltas_C, weights_C))
+    model = common.fed_opt_step(server_optimizer, server_state.model, deltas_C, weights_C)
     momentum = tree.axpy(1.0 - beta, tree.weighted_sum(grads_C, weights_C),
                          tree.scale(beta, server_state.momentum))
     return MimeLiteServerState(model=model, momentum=momentum)
 
   return FederatedAlgorithm(
-      name=name, server_init=server_init, client_state_init=lambda params: (),
-      broadcast=broadcast, client_init=client_init, local_step=local_step,
+      name=name, server_init=functools.partial(MimeLiteServerState.start, server_optimizer),
+      client_state_init=lambda params: (), broadcast=MimeLiteServerState.broadcast,
+      client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=2))

@@ -23,6 +23,7 @@ Client momentum: `config.algorithm.<name>.momentum`, 0 in both papers.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import flax.struct
@@ -38,13 +39,8 @@ from fedjax_sharp.core.algorithm import Communication, FederatedAlgorithm
 
 
 @flax.struct.dataclass
-class ScaffoldServerState:
-  model: common.ServerState  # w^t and the server optimiser's state (FedOpt)
-  control: Any               # c
-
-  @property
-  def params(self):
-    return self.model.params
+class ScaffoldServerState(common.FedOptServerState):
+  control: Any  # c (model: w^t and the server optimiser's state)
 
 
 @flax.struct.dataclass
@@ -77,15 +73,8 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
              name: str = "scaffold") -> FederatedAlgorithm:
   """SCAFFOLD (option II); with a `sam`/`asam` ClientOptimizer, FedGamma."""
   opt = common.as_client_optimizer(client_optimizer)
-  server_optimizer = server_optimizer or optax.sgd(1.0)
+  server_optimizer = common.fed_opt_optimizer(server_optimizer)
   loss_fn = common.cross_entropy_loss(apply_fn)
-
-  def server_init(params):
-    return ScaffoldServerState(model=common.server_opt_init(server_optimizer, params),
-                               control=tree.zeros_like(params))
-
-  def broadcast(server_state, round_info):
-    return (server_state.params, server_state.control)
 
   def client_init(bcast, c_m, client_info, round_info):
     w_global, c = bcast
@@ -107,14 +96,14 @@ def scaffold(apply_fn: common.ApplyFn, client_optimizer,
 
   def server_update(server_state, uploads_C, weights_C, mask_C, round_info):
     deltas_C, control_deltas_C = uploads_C
-    model = common.server_opt_step(server_optimizer, server_state.model,
-                                   tree.weighted_sum(deltas_C, weights_C))
+    model = common.fed_opt_step(server_optimizer, server_state.model, deltas_C, weights_C)
     control = server_control_update(server_state.control, control_deltas_C, mask_C, round_info)
     return ScaffoldServerState(model=model, control=control)
 
   return FederatedAlgorithm(
-      name=name, server_init=server_init, client_state_init=tree.zeros_like,
-      broadcast=broadcast, client_init=client_init, local_step=local_step,
+      name=name, server_init=functools.partial(ScaffoldServerState.start, server_optimizer),
+      client_state_init=tree.zeros_like, broadcast=ScaffoldServerState.broadcast,
+      client_init=client_init, local_step=local_step,
       client_finalize=client_finalize, server_update=server_update,
       eval_params=lambda server_state: server_state.params,
       communication=Communication(down=2, up=2))

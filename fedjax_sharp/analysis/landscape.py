@@ -120,15 +120,36 @@ def surface(loss_fn: Callable, params, batches: Sequence[dict], key, num: int = 
   return out
 
 
-def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
-  """`prefix.png` (filled contour with a colour bar, and a 3D surface) and `prefix.npz` (the
-  raw grid). Returns the two paths."""
+def _pyplot():
+  """matplotlib's pyplot on the Agg backend (imported when a figure is drawn)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def _save_arrays(result: dict, prefix: str) -> str:
+  """`prefix.npz`: the arrays of `result`, its folder made if needed. Returns the path."""
   os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
   npz = prefix + ".npz"
   fileio.atomic_savez(npz, **{k: np.asarray(v) for k, v in result.items()})
+  return npz
+
+
+def _save_figure(fig, path: str, **kwargs) -> str:
+  """Writes `fig` to `path` at 110 dpi (its folder made if needed) and closes it. Returns the
+  path."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  fileio.atomic_savefig(fig, path, dpi=110, **kwargs)
+  _pyplot().close(fig)
+  return path
+
+
+def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
+  """`prefix.png` (filled contour with a colour bar, and a 3D surface) and `prefix.npz` (the
+  raw grid). Returns the two paths."""
+  plt = _pyplot()
+  npz = _save_arrays(result, prefix)
   a, b = np.meshgrid(result["alpha"], result["beta"])
   loss = result["loss"]
   fig = plt.figure(figsize=(11, 4.6))
@@ -149,10 +170,7 @@ def save_surface(result: dict, prefix: str, title: str = "") -> tuple[str, str]:
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  png = prefix + ".png"
-  fileio.atomic_savefig(fig, png, dpi=110)
-  plt.close(fig)
-  return png, npz
+  return _save_figure(fig, prefix + ".png"), npz
 
 
 def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.ndarray]:
@@ -160,9 +178,7 @@ def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.n
   each on a shared colour scale (the lowest loss of all grids to the 95th percentile of all
   grids together) and a last panel with every model's loss along direction 1 through its centre
   (beta = 0), so flatness is compared on one scale. Returns the PNG path and the levels."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = _pyplot()
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   if not surfaces:
     raise ValueError("save_surfaces needs at least one surface")
@@ -201,19 +217,13 @@ def save_surfaces(surfaces: dict, path: str, title: str = "") -> tuple[str, np.n
   bar.update_ticks()
   if title:
     fig.suptitle(title)
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fileio.atomic_savefig(fig, path, dpi=110, bbox_inches="tight")
-  plt.close(fig)
-  return path, levels
+  return _save_figure(fig, path, bbox_inches="tight"), levels
 
 
 def save_line(result: dict, prefix: str, labels=("model A", "model B"), title: str = "") -> str:
   """`prefix.png`: loss (and accuracy) along a 1D interpolation, and `prefix.npz`."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-  fileio.atomic_savez(prefix + ".npz", **{k: np.asarray(v) for k, v in result.items()})
+  plt = _pyplot()
+  _save_arrays(result, prefix)
   fig, ax = plt.subplots(figsize=(6.4, 4))
   ax.plot(result["t"], result["loss"], color="C0", label="loss")
   ax.set_xlabel(f"t  (0 = {labels[0]}, 1 = {labels[1]})")
@@ -231,7 +241,4 @@ def save_line(result: dict, prefix: str, labels=("model A", "model B"), title: s
   if title:
     ax.set_title(title)
   fig.tight_layout()
-  png = prefix + ".png"
-  fileio.atomic_savefig(fig, png, dpi=110)
-  plt.close(fig)
-  return png
+  return _save_figure(fig, prefix + ".png")

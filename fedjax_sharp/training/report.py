@@ -120,24 +120,22 @@ def table_rows(results: dict[str, list[dict]], last_n: int, target: float) -> li
   return rows
 
 
-# The geometry table: (the RUN/analysis.json entry, or 'hessian' for the final
-# model's hessian.json; the key, which names the column; percent?) of each final-model analysis
-# written by experiments/hessian.py and experiments/landscape.py --sharpness --clients
-# --global_local.
-GEOMETRY = (
-    ("hessian", "lambda_max", False),
-    ("final_sharpness", "hessian_trace", False),
-    ("final_sharpness", "sam_sharpness", False),
-    ("final_global_local", "global_on_global", False),
-    ("final_global_local", "global_on_client_mean", False),
-    ("final_global_local", "local_on_client_mean", False),
-    ("final_global_local", "local_on_global_mean", False),
-    ("final_clients", "client_acc_p10", True),
-    ("final_clients", "client_acc_p50", True),
-    ("final_clients", "client_acc_p90", True),
-    ("final_clients", "client_acc_worst", True),
-    ("final_clients", "participation_gap", True),
+# The final-model analyses of the geometry table, by where they are stored: the RUN/analysis.json
+# entry (or 'hessian' for the final model's hessian.json), its keys, which name the columns, and
+# whether they are accuracies in percent. Written by experiments/hessian.py and
+# experiments/landscape.py --sharpness --clients --global_local.
+_GEOMETRY_ENTRIES = (
+    ("hessian", ("lambda_max",), False),
+    ("final_sharpness", ("hessian_trace", "sam_sharpness"), False),
+    ("final_global_local", ("global_on_global", "global_on_client_mean", "local_on_client_mean",
+                            "local_on_global_mean"), False),
+    ("final_clients", ("client_acc_p10", "client_acc_p50", "client_acc_p90", "client_acc_worst",
+                       "participation_gap"), True),
 )
+
+# The geometry table's columns in order: (entry, key, percent?) of each.
+GEOMETRY = tuple((entry, column, percent) for entry, columns, percent in _GEOMETRY_ENTRIES
+                 for column in columns)
 
 
 GEOMETRY_LEGEND = (
