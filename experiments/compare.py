@@ -59,6 +59,7 @@ _REPORT_ONLY = flags.DEFINE_bool(
 def main(argv):
   del argv
   from fedjax_sharp.algorithms.registry import ALGORITHMS
+  from fedjax_sharp.minimax import tasks
   from fedjax_sharp.minimax.algorithms import MINIMAX_ALGORITHMS
   from fedjax_sharp.training import compare
   from fedjax_sharp.training.config import is_minimax
@@ -80,8 +81,7 @@ def main(argv):
   print(compare.reuse_note(results, _WORKDIR.value) or "", end="")
   markdown = compare.write_reports(results, _WORKDIR.value, config.eval.last_n,
                                    config.eval.target_accuracy, title=config.name)
-  where = (f"task {config.task.name}" if is_minimax(config) and config.task.name in
-           ("quadratic", "pl", "simplex", "bilinear") else
+  where = (f"task {config.task.name}" if config.task.name in tasks.TOY_PROBLEMS else
            f"{config.data.name}, {config.data.partition}, {config.data.num_clients} clients")
   print(f"\n{config.name}: {where}, {config.clients_per_round} per round, "
         f"{config.rounds} rounds\n")

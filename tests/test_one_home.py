@@ -1,0 +1,103 @@
+"""Each fact has one home: the names of the registries (algorithms, models, data sources,
+strategies, minimax tasks) are written only where they are registered, and the defaults of a
+component's config block are the component's own.
+
+Deliberate bugs they catch (each checked once): a hand-written tuple
+`("fedavg", "fedprox", "scaffold")` in training/loop.py; `engine.client_strategy`'s doc in
+core/execution.py written as "'vmap' | 'map' | 'chunked_vmap' | 'host'"; `Mechanism.clip_lr`
+set to 0.3 by hand. A registry's own package may list its names (the built-in sources'
+registration, a module docstring's table).
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import glob
+import os
+
+import pytest
+
+from fedjax_sharp.algorithms import from_config
+from fedjax_sharp.algorithms.registry import REGISTRY
+from fedjax_sharp.core import execution, privacy, strategies
+from fedjax_sharp.data import sources
+from fedjax_sharp.minimax import tasks
+from fedjax_sharp.models import registry as models
+from fedjax_sharp.training import config as config_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# registry -> (its names, the files that register them, where they may be listed).
+REGISTRIES = {
+    "algorithms": (set(REGISTRY), ("fedjax_sharp/algorithms/", "fedjax_sharp/minimax/")),
+    "models": (set(models.MODELS), ("fedjax_sharp/models/",)),
+    "data sources": (set(sources.LOADERS), ("fedjax_sharp/data/",)),
+    "strategies": (set(strategies.STRATEGIES), ("fedjax_sharp/core/strategies.py",)),
+    "tasks": (set(tasks.TASKS), ("fedjax_sharp/minimax/tasks.py",)),
+}
+# How many names of one registry make a hand-written list.
+LIST_LENGTH = 3
+# Files whose lists are a study's choice of names, not a fact about them: a paper's table sets
+# the hyperparameters of the algorithms it runs, the demo runs three.
+SELECTIONS = {"fedjax_sharp/training/paper_configs.py": "the papers' tables",
+              "experiments/demo.py": "the demo's algorithms (its --algorithms default)"}
+
+
+def _files():
+  for pattern in ("fedjax_sharp/**/*.py", "experiments/**/*.py"):   # configs/: studies
+    for path in sorted(glob.glob(os.path.join(ROOT, pattern), recursive=True)):
+      yield os.path.relpath(path, ROOT)
+
+
+def _literal_lists(tree):
+  """(line, names) of every tuple, list or set of string constants, and of every string that
+  joins names with ' | ' (a doc listing the allowed values)."""
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+      names = [e.value for e in node.elts if isinstance(e, ast.Constant)
+               and isinstance(e.value, str)]
+      if len(names) == len(node.elts):
+        yield node.lineno, names
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " | " in node.value:
+      yield node.lineno, [part.strip(" '") for part in node.value.split("|")]
+
+
+def test_no_hand_written_list_of_a_registrys_names_outside_its_registry():
+  hits = []
+  for path in _files():
+    with open(os.path.join(ROOT, path)) as f:
+      tree = ast.parse(f.read())
+    for line, names in _literal_lists(tree):
+      for registry, (known, homes) in REGISTRIES.items():
+        listed = [n for n in names if n in known]
+        if len(listed) >= LIST_LENGTH and not path.startswith(homes) and path not in SELECTIONS:
+          hits.append(f"{path}:{line}: {registry} {listed}")
+  assert not hits, "name lists written by hand (derive them from the registry):\n" + "\n".join(
+      hits)
+
+
+@pytest.mark.parametrize("component, declared", [
+    (execution.ExecutionConfig, execution.FIELDS),
+    (privacy.Mechanism, privacy.FIELDS),
+])
+def test_a_components_defaults_are_its_blocks(component, declared):
+  """The dataclass a block configures takes every shared field's default from the block (a
+  block's None is resolved from other fields by the builder, e.g. `dp.clip_count_noise`)."""
+  shared = [f for f in dataclasses.fields(component) if f.name in declared
+            and f.default is not dataclasses.MISSING and declared[f.name].default is not None]
+  assert shared
+  for f in shared:
+    assert f.default == declared[f.name].default, f.name
+
+
+def test_the_base_config_takes_each_block_from_its_owner():
+  """`base_config()`'s blocks are the owners' declarations: the server's defaults, each model's
+  block (its module's own defaults), each data source's registered block."""
+  base = config_lib.base_config()
+  assert from_config.SERVER_DEFAULTS == {k: h.default
+                                         for k, h in from_config.SERVER_FIELDS.items()}
+  assert base.server.to_dict() == from_config.SERVER_DEFAULTS
+  for name, block in models.blocks().items():
+    module_defaults = {f.name: f.default for f in dataclasses.fields(models.MODELS[name])}
+    assert base.model[name].to_dict() == {k: module_defaults[k] for k in block}, name
+  assert base.engine.to_dict() == {k: h.default for k, h in execution.FIELDS.items()}
+  assert base.dp.to_dict() == {k: h.default for k, h in privacy.FIELDS.items()}
