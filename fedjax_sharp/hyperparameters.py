@@ -1,4 +1,6 @@
-"""One home for an algorithm's hyperparameters: the keyword arguments of its factory.
+"""One home for every config field: an algorithm's hyperparameters are the keyword arguments of
+its factory, and a component that is not a factory declares its block with `declare` (the engine,
+the DP mechanism, the models, the data sources: `training.fields` gathers them).
 
 A factory declares each hyperparameter once, with its default, its range or choices and a
 one-line doc, as an annotated keyword argument:
@@ -228,6 +230,15 @@ def declare(**specs: tuple) -> dict[str, Hyperparameter]:
     out[name] = Hyperparameter(name, default, value_type[0] if value_type else type(default),
                                field)
   return out
+
+
+def fill(block, declared: Mapping[str, Hyperparameter]):
+  """Sets every declared field of the ConfigDict `block` to its default (a None default: a
+  placeholder of the field's type, so that a value set later is type-checked); returns it."""
+  from ml_collections import config_dict  # pylint: disable=g-import-not-at-top
+  for name, h in declared.items():
+    setattr(block, name, config_dict.placeholder(h.type) if h.default is None else h.default)
+  return block
 
 
 def require(condition: bool, field: str, message: str) -> None:

@@ -30,17 +30,17 @@ from collections.abc import MutableMapping
 from typing import Annotated, Any, Callable, Mapping
 
 import ml_collections
-from ml_collections import config_dict
 
 from fedjax_sharp.algorithms import from_config
-from fedjax_sharp.hyperparameters import Field, Hyperparameter, block_values, fields
+from fedjax_sharp.core import cohort
+from fedjax_sharp.hyperparameters import Field, Hyperparameter, block_values, fields, fill
 from fedjax_sharp.core.algorithm import FederatedAlgorithm
 from fedjax_sharp.errors import ConfigError
 
 
 # Client weightings an algorithm may declare as its default (where `aggregation='auto'` resolves
 # without DP; under DP 'uniform', which the sensitivity bound needs).
-WEIGHTINGS = ("examples", "uniform")
+WEIGHTINGS = cohort.WEIGHTINGS
 # Why an algorithm weighs by examples unless it says otherwise.
 SPEC_WEIGHTING = "p_m = n_m / sum n, the specification's aggregation (FedAvg's)"
 
@@ -151,10 +151,7 @@ class Registration:
 
   def config_block(self) -> ml_collections.ConfigDict:
     """`config.algorithm.<name>`: the defaults (None -> a typed placeholder)."""
-    block = ml_collections.ConfigDict()
-    for k, h in self.fields().items():
-      setattr(block, k, config_dict.placeholder(h.type) if h.default is None else h.default)
-    return block
+    return fill(ml_collections.ConfigDict(), self.fields())
 
   def sweepable(self) -> tuple[str, ...]:
     paths = [f"{self.prefix}.{k}" for k, h in self.fields().items() if h.field.sweepable]

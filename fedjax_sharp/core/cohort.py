@@ -42,7 +42,7 @@ from fedjax_sharp.core.engine import Cohort
 
 STREAM_SAMPLING = 1
 STREAM_DATA_ORDER = 2
-WEIGHTINGS = ("examples", "uniform")
+WEIGHTINGS = ("examples", "uniform")   # the client weights a round may use (`aggregation`)
 SAMPLINGS = execution.FIELDS["sampling"].field.choices   # engine.sampling's values
 # P(a Poisson draw exceeds the padded cohort): one round in a million compiles once more.
 POISSON_TAIL = 1e-6

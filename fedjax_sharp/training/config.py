@@ -8,9 +8,9 @@ any field can be overridden on the command line: `--config.rounds=50 --config.al
 from __future__ import annotations
 
 import ml_collections
-from ml_collections import config_dict
 
 from fedjax_sharp.models import registry
+from fedjax_sharp import hyperparameters
 from fedjax_sharp.data import sources
 from fedjax_sharp.training import fields, privacy_rules
 from fedjax_sharp.training.fields import DECLARED, SECTIONS, is_minimax, validate
@@ -32,13 +32,12 @@ def base_config() -> ml_collections.ConfigDict:
       if part not in node:
         setattr(node, part, ml_collections.ConfigDict())
       node = node[part]
-    for name, h in declared.items():
-      setattr(node, name, config_dict.placeholder(h.type) if h.default is None else h.default)
+    hyperparameters.fill(node, declared)
   from fedjax_sharp.algorithms.registry import config_blocks
   for name, algorithm_block in config_blocks().items():
     c.algorithm[name] = algorithm_block
   for name, declared in sources.blocks().items():   # the data sources registered so far
-    c.data[name] = ml_collections.ConfigDict({k: h.default for k, h in declared.items()})
+    c.data[name] = hyperparameters.fill(ml_collections.ConfigDict(), declared)
   return c
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from fedjax_sharp.algorithms import from_config
 from fedjax_sharp.analysis import round_metrics
-from fedjax_sharp.core import execution, privacy
+from fedjax_sharp.core import cohort, execution, privacy
 from fedjax_sharp.data import sources
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.hyperparameters import ON_OFF, check, declare
@@ -33,7 +33,7 @@ RUN_FIELDS = declare(
     seed=(0, "[0, 4294967296)", "root of every random stream (init, sampling, data order)"),
     rounds=(50, ">= 1", "communication rounds"),
     clients_per_round=(10, ">= 1", "clients sampled each round"),
-    aggregation=("auto", ("auto", "examples", "uniform"),
+    aggregation=("auto", ("auto", *cohort.WEIGHTINGS),
                  "client weights: 'examples' (n_m / sum n) | 'uniform' | 'auto' ('uniform' with "
                  "differential privacy, else the algorithm's own: docs/algorithms/index.md)"),
     log_every=(0, ">= 0", "when not on a terminal (a pipe, a file): a progress line after the "
