@@ -118,20 +118,25 @@ def test_docs_cite_papers_and_give_one_tfds_command():
   assert "One Arrow, Two Hawks" in ALGORITHMS["fedgmt"].paper
 
 
-def test_tracked_files_name_topics_not_issue_numbers():
-  """Files state the topic they refer to (a study, a paper's table, a section of the record),
-  never a tracker number ("issue" and a number), BUILD_NOTES.md included. Another repository's
-  issue is cited as owner/repo#N. Pure text over `git ls-files`."""
-  import re
+def _tracked_files() -> list[str]:
+  """The files git tracks (the test is skipped outside a git checkout)."""
   git = shutil.which("git")
   if git is None or not os.path.exists(os.path.join(ROOT, ".git")):
     pytest.skip("not a git checkout")
   proc = subprocess.run([git, "ls-files", "-z"], cwd=ROOT, capture_output=True, timeout=60)
   if proc.returncode != 0:
     pytest.skip("git ls-files failed: " + proc.stderr.decode(errors="replace")[-200:])
+  return proc.stdout.decode().split("\0")
+
+
+def test_tracked_files_name_topics_not_issue_numbers():
+  """Files state the topic they refer to (a study, a paper's table, a section of the record),
+  never a tracker number ("issue" and a number), BUILD_NOTES.md included. Another repository's
+  issue is cited as owner/repo#N. Pure text over `git ls-files`."""
+  import re
   pattern = re.compile(rb"\bissues? #?\d+\b", re.IGNORECASE)
   hits = []
-  for name in proc.stdout.decode().split("\0"):
+  for name in _tracked_files():
     path = os.path.join(ROOT, name)
     if not name or not os.path.isfile(path):
       continue
@@ -206,14 +211,8 @@ def test_references_to_a_section_name_a_page_and_a_heading_it_has():
   moved to docs/performance.md as The test suite (and the references of configs/ to the record's
   Known gaps and Data, now docs/known_gaps.md)."""
   import re                                             # pylint: disable=g-import-not-at-top
-  git = shutil.which("git")
-  if git is None or not os.path.exists(os.path.join(ROOT, ".git")):
-    pytest.skip("not a git checkout")
-  proc = subprocess.run([git, "ls-files", "-z"], cwd=ROOT, capture_output=True, timeout=60)
-  if proc.returncode != 0:
-    pytest.skip("git ls-files failed: " + proc.stderr.decode(errors="replace")[-200:])
   headings, found, wrong = {}, 0, []
-  for name in proc.stdout.decode().split("\0"):
+  for name in _tracked_files():
     path = os.path.join(ROOT, name)
     if not name or name.startswith(".venv") or not os.path.isfile(path):
       continue
