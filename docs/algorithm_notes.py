@@ -42,7 +42,7 @@ here.
 
 **Accounting.** The run counts the sensitivity of per-tensor clipping, `C sqrt(L)` for `L`
 tensors; the authors' offline script (`eps_computer.py`) does not
-(`core.privacy.dpfedsam_epsilon` reproduces that script).
+(`core.accounting.dpfedsam_epsilon` reproduces that script).
 """
 
 _FED_GF = r"""

@@ -20,7 +20,7 @@ import pytest
 from fedjax_sharp.algorithms import common
 from fedjax_sharp.algorithms.fed_avg import fed_avg
 from fedjax_sharp.algorithms.registry import ALGORITHMS, build_algorithm
-from fedjax_sharp.core import privacy
+from fedjax_sharp.core import accounting, privacy
 from fedjax_sharp.core.algorithm import ClientInfo, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.optimizers import local_sgd
@@ -297,13 +297,13 @@ def test_aggregation_auto_is_uniform_with_dp():
 def test_dpfedsam_accountant_numbers():
   """DP-FedSAM's eps_computer.py (spec Part 2, 3.5 and 3.8): sigma 0.95, T 200, q 0.1,
   delta 5e-3 -> epsilon 7.773038985219849 at order 2.21; its closed form 8.231474593375271."""
-  eps, order = privacy.dpfedsam_epsilon(0.95, 200, 0.1, 5e-3)
+  eps, order = accounting.dpfedsam_epsilon(0.95, 200, 0.1, 5e-3)
   assert eps == pytest.approx(7.773038985219849, rel=1e-9)
   assert order == pytest.approx(2.21)
-  assert privacy.dpfedsam_moments_bound(0.95, 200, 0.1, 5e-3) == pytest.approx(
+  assert accounting.dpfedsam_moments_bound(0.95, 200, 0.1, 5e-3) == pytest.approx(
       8.231474593375271, rel=1e-12)
-  assert privacy.dpfedsam_epsilon(0.95, 300, 0.1, 1e-3)[0] == pytest.approx(11.4113, abs=1e-4)
-  assert privacy.sgm_rdp(0.1, 0.95, 1.01) > 0
+  assert accounting.dpfedsam_epsilon(0.95, 300, 0.1, 1e-3)[0] == pytest.approx(11.4113, abs=1e-4)
+  assert accounting.sgm_rdp(0.1, 0.95, 1.01) > 0
 
 
 def test_dp_accounting_values_for_the_same_event():
@@ -313,9 +313,9 @@ def test_dp_accounting_values_for_the_same_event():
   (m = 50 of M = 500, without replacement) under replace-one neighbours, where the sum's
   sensitivity is 2C, cost far more: 201.2."""
   common_args = dict(noise_multiplier=0.95, cohort=50, population=500, delta=5e-3)
-  rdp = privacy.AccountingSetting(accountant="rdp_poisson", **common_args).epsilon(200)
-  pld = privacy.AccountingSetting(accountant="pld_poisson", **common_args).epsilon(200)
-  wor = privacy.AccountingSetting(accountant="rdp", **common_args).epsilon(200)
+  rdp = accounting.AccountingSetting(accountant="rdp_poisson", **common_args).epsilon(200)
+  pld = accounting.AccountingSetting(accountant="pld_poisson", **common_args).epsilon(200)
+  wor = accounting.AccountingSetting(accountant="rdp", **common_args).epsilon(200)
   assert rdp == pytest.approx(RDP_POISSON, rel=1e-6)
   assert pld == pytest.approx(PLD_POISSON, rel=1e-3)
   assert wor == pytest.approx(RDP_WOR, rel=1e-6)
@@ -327,7 +327,7 @@ RDP_POISSON, PLD_POISSON, RDP_WOR = 7.819724925358923, 6.5437914547924345, 201.2
 
 
 def test_accounting_setting_basics():
-  s = privacy.AccountingSetting(noise_multiplier=1.0, cohort=5, population=20, delta=1e-5,
+  s = accounting.AccountingSetting(noise_multiplier=1.0, cohort=5, population=20, delta=1e-5,
                                 accountant="rdp_poisson")
   e1, e2 = s.epsilon(1), s.epsilon(10)
   assert 0 < e1 < e2

@@ -22,7 +22,7 @@ import os
 import dp_accounting
 import pytest
 
-from fedjax_sharp.core import privacy
+from fedjax_sharp.core import accounting, privacy
 from fedjax_sharp.errors import ConfigError
 from fedjax_sharp.training import config as config_lib
 from fedjax_sharp.training import loop
@@ -91,9 +91,9 @@ def test_reported_epsilon_equals_dp_accountings(tmp_path, path):
 def test_two_releases_of_one_cohort_are_one_sampled_event():
   """The issue's figures: M = 100, m = 10, T = 100, sigma 1, two releases per round: 420.6
   (composing 200 independently sampled events said 157.7)."""
-  two = privacy.AccountingSetting(1.0, 10, 100, 1e-5, "rdp", releases_per_round=2)
+  two = accounting.AccountingSetting(1.0, 10, 100, 1e-5, "rdp", releases_per_round=2)
   assert two.epsilon(100) == pytest.approx(420.5877, rel=1e-5)
-  one = privacy.AccountingSetting(1.0, 10, 100, 1e-5, "rdp")
+  one = accounting.AccountingSetting(1.0, 10, 100, 1e-5, "rdp")
   assert one.epsilon(200) == pytest.approx(157.7472, rel=1e-5)
   # Two releases at sigma are one at sigma / sqrt(2), exactly.
   assert two.epsilon(100) == pytest.approx(one.epsilon(100, noise_multiplier=1 / math.sqrt(2)),
@@ -115,7 +115,7 @@ def test_target_epsilon_is_met_tightly_in_bounded_memory(tmp_path, accountant):
 
 
 def test_an_unreachable_target_is_one_line(tmp_path):
-  setting = privacy.AccountingSetting(1.0, 3, 6, 1e-5, "pld_poisson")
+  setting = accounting.AccountingSetting(1.0, 3, 6, 1e-5, "pld_poisson")
   with pytest.raises(ConfigError, match=r"dp.target_epsilon=1e-12 cannot be met over 2 rounds"):
     setting.solve_noise_multiplier(1e-12, 2)
   # Through a run: exit 2's error, and the workdir it created is gone again.
@@ -182,7 +182,7 @@ def test_accountant_auto_and_sigma_default_resolve_in_the_recorded_config():
   c = config_lib.prepare(tiny_config(dp__enabled=True, dp__target_epsilon=5.0))
   assert c.dp.noise_multiplier is None          # solved by the experiment, reported in summary
   with pytest.raises(ConfigError, match="engine.sampling='poisson'"):
-    privacy.AccountingSetting(1.0, 3, 6, 1e-5, "rdp", sampling="poisson")
+    accounting.AccountingSetting(1.0, 3, 6, 1e-5, "rdp", sampling="poisson")
 
 
 def test_noise_cohort_size_simulates_a_larger_cohort(tmp_path):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_sharp import data as data_lib
-from fedjax_sharp.core import backends, feeding, losses, privacy
+from fedjax_sharp.core import accounting, backends, feeding, losses, privacy
 from fedjax_sharp.core.algorithm import FederatedAlgorithm, RoundInfo
 from fedjax_sharp.core.cohort import CohortSampler
 from fedjax_sharp.core.engine import RoundEngine, TrainData
@@ -74,7 +74,7 @@ class Experiment:
   higher_is_better: bool = True
   artifacts: Callable | None = None      # (params, workdir, tag) -> None, e.g. GAN sample grids
   feeder: Any = None                     # core.feeding: for_round(t) -> (TrainData, Cohort)
-  # core.privacy.AccountingSetting of the algorithm's DP mechanism (None without DP).
+  # core.accounting.AccountingSetting of the algorithm's DP mechanism (None without DP).
   accounting: Any = None
 
   def __post_init__(self):
@@ -161,7 +161,7 @@ def apply_privacy(config, algorithm: FederatedAlgorithm, params, population: int
   without DP."""
   dp = config.dp
   account = functools.partial(
-      privacy.accounting_setting, params=params, cohort=int(config.clients_per_round),
+      accounting.accounting_setting, params=params, cohort=int(config.clients_per_round),
       population=int(population), delta=float(dp.delta),
       accountant=privacy_rules.dp_accountant(config), sampling=privacy_rules.sampling(config),
       noise_cohort_size=dp.noise_cohort_size)

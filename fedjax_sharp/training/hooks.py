@@ -178,7 +178,7 @@ class RoundAnalysis(Hook):
 
 class PrivacyAccountant(Hook):
   """`dp_epsilon`: epsilon(delta) of the run's DP mechanism after the round (`setting`, a
-  `core.privacy.AccountingSetting`: dp-accounting's RDP or PLD accountant over the rounds so
+  `core.accounting.AccountingSetting`: dp-accounting's RDP or PLD accountant over the rounds so
   far; a function of the round index only, so a resumed run reports the same values). None in
   the record (JSON null) when there is no noise (epsilon = inf)."""
 

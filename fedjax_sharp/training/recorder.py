@@ -307,9 +307,9 @@ def _summarize_run(config, exp: Experiment, records: list[dict], build_time: flo
   })
   if exp.accounting is not None:
     # epsilon(delta) after the last recorded round, and how it was accounted.
-    from fedjax_sharp.core import privacy  # pylint: disable=g-import-not-at-top
+    from fedjax_sharp.core import accounting  # pylint: disable=g-import-not-at-top
     summary["dp_epsilon"] = records[-1]["dp_epsilon"] if records else None
-    summary["dp"] = privacy.describe(exp.accounting)
+    summary["dp"] = accounting.describe(exp.accounting)
     # A server that sees each upload ('client' noise without secure aggregation) faces this.
     local = exp.accounting.local_epsilon(len(records))
     summary["dp"]["local_epsilon"] = None if math.isinf(local) else local
