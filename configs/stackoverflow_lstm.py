@@ -3,8 +3,9 @@
 Data: TFF's `stackoverflow.sqlite` and `stackoverflow.word_count`, fetched once into
 ~/.cache/fedjax_sharp (or $FEDJAX_SHARP_DATA) because data.path is empty and data.download is
 True (the SQLite file is large: 135M training posts); offline, put the published files in
-<cache>/downloads/ or set data.path (and data.word_counts_path). Vocabulary: the 10,000 most
-frequent words of TFF's word-count file; ids PAD 0, BOS 1, EOS 2, words 3..10002, OOV 10003.
+<cache>/downloads/ or set data.path (and data.federated_sqlite.word_counts_path).
+Vocabulary: the 10,000 most frequent words of TFF's word-count file; ids PAD 0, BOS 1, EOS 2,
+words 3..10002, OOV 10003.
 Each post is one row of 20: inputs [BOS, words], targets [words, EOS] (`data/natural.py`).
 Natural partition: one client per user; data.num_clients picks a seeded subset of users.
 Model: fedjax's / TFF's word LSTM (embedding 96, LSTM 670, dense 96, dense to 10,004 ids;

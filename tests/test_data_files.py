@@ -217,7 +217,8 @@ def test_imagefolder_shapes_labels_and_exact_pixels(tmp_path):
   np.testing.assert_array_equal(merged.x_test, expected["test"][0])
 
   # The same through the config path.
-  c = tiny_config(source="imagefolder", path=root, merge_valid=True)
+  c = tiny_config(source="imagefolder", path=root)
+  c.data.imagefolder.merge_valid = True
   via_cfg = data_lib.load_dataset(c.data)
   np.testing.assert_array_equal(via_cfg.x_train, merged.x_train)
   np.testing.assert_array_equal(via_cfg.y_train, merged.y_train)
@@ -366,9 +367,9 @@ def test_landmarks_csv_natural_clients_labels_and_pixels(tmp_path):
   assert same_parts(via_cfg.train_clients, ds.train_clients)
   # Explicit CSV / image_dir fields.
   os.rename(os.path.join(root, "test.csv"), os.path.join(root, "my_test.csv"))
-  c = tiny_config(source="landmarks_csv", path=root, image_size=2,
-                  test_csv=os.path.join(root, "my_test.csv"),
-                  image_dir=os.path.join(root, "images"))
+  c = tiny_config(source="landmarks_csv", path=root, image_size=2)
+  c.data.landmarks_csv.update(test_csv=os.path.join(root, "my_test.csv"),
+                              image_dir=os.path.join(root, "images"))
   assert data_lib.load_dataset(c.data).x_test.shape == (3, 2, 2, 3)
 
 
@@ -528,11 +529,12 @@ def test_federated_h5_integer_pixels_explicit_test_path_and_errors(tmp_path):
           for s, ws in content.items()}
   train = _write_h5(str(tmp_path / "a.h5"), ints["train"])
   test = _write_h5(str(tmp_path / "b.h5"), ints["test"])
-  with pytest.raises(ValueError, match="data.test_path"):   # no 'train' in the name
+  with pytest.raises(ValueError, match="data.federated_h5.test_path"):   # no 'train' in the name
     hdf5.load_federated_h5(train)
   ds = hdf5.load_federated_h5(train, test)
   _check_federated(ds, content)
-  c = tiny_config(source="federated_h5", path=train, test_path=test)
+  c = tiny_config(source="federated_h5", path=train)
+  c.data.federated_h5.test_path = test
   _check_federated(data_lib.load_dataset(c.data), content)
 
   train2, test2, _ = _write_federated_h5(str(tmp_path))

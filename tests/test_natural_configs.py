@@ -68,7 +68,7 @@ def test_stackoverflow_config_one_round(tmp_path):
   counts = tmp_path / "stackoverflow.word_count"
   counts.write_text("".join(f"{w} {100 - i}\n" for i, w in enumerate(words[:6])))
   last = _run_one_round("stackoverflow_lstm.py", tmp_path, **{
-      "data.path": path, "data.word_counts_path": str(counts), "data.vocab_max_size": 6,
+      "data.path": path, "data.federated_sqlite.word_counts_path": str(counts), "data.vocab_max_size": 6,
       "data.max_length": 8, "local.batch_size": 2, "model.word_lstm.hidden": 8,
       "model.word_lstm.embed": 4})
   assert "train_accuracy" in last

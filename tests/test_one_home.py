@@ -101,3 +101,26 @@ def test_the_base_config_takes_each_block_from_its_owner():
     assert base.model[name].to_dict() == {k: module_defaults[k] for k in block}, name
   assert base.engine.to_dict() == {k: h.default for k, h in execution.FIELDS.items()}
   assert base.dp.to_dict() == {k: h.default for k, h in privacy.FIELDS.items()}
+
+
+def test_a_config_json_of_an_older_version_reads_its_flat_source_fields_into_the_blocks():
+  """A data source's own fields were flat in `data` (`data.train_csv`); an older config.json
+  still reads, with the run's source's fields in its block and the others' dropped, and resumes
+  the same setting. Deliberate bug it catches: `upgraded` moving every flat field into the
+  run's block (a landmarks run would then carry `data.landmarks_csv.merge_valid`)."""
+  from fedjax_sharp.training import workdir   # pylint: disable=g-import-not-at-top
+  config = config_lib.base_config()
+  config.data.source = "landmarks_csv"
+  config.data.landmarks_csv.train_csv = "users.csv"
+  old = config_lib.recorded(config_lib.prepare(config))
+  del old["data"]["landmarks_csv"]
+  old["data"].update(train_csv="users.csv", test_csv="", image_dir="", merge_valid=False,
+                     test_path="", word_counts_path="")
+  assert config_lib.upgraded(old)["data"]["landmarks_csv"] == {
+      "train_csv": "users.csv", "test_csv": "", "image_dir": ""}
+  assert not {"merge_valid", "test_path", "imagefolder"} & set(config_lib.upgraded(old)["data"])
+  assert config_lib.from_recorded(old).data.landmarks_csv.train_csv == "users.csv"
+  assert workdir.setting_differences(old, config) == []
+  config.data.landmarks_csv.train_csv = "other.csv"
+  assert workdir.setting_differences(old, config) == [
+      "data.landmarks_csv.train_csv: saved 'users.csv', now 'other.csv'"]

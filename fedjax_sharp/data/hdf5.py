@@ -10,6 +10,7 @@ and test aligned (`test_clients`).
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from fedjax_sharp.data.federated_files import assemble_federated
 from fedjax_sharp.data.federated_files import file_source_name, pixels_to_uint8, resolve_path
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
+from fedjax_sharp.hyperparameters import Field
 
 
 def default_test_path(train_path: str) -> str | None:
@@ -78,7 +80,7 @@ def load_federated_h5(train_path: str, test_path: str | None = None,
   """
   test_path = test_path or default_test_path(train_path)
   if not test_path:
-    raise ValueError(f"data.test_path must name the test HDF5 file ({train_path!r} has no "
+    raise ValueError(f"data.federated_h5.test_path must name the test HDF5 file ({train_path!r} has no "
                      f"'train' in its name to derive it from)")
   if num_classes is None and name:
     num_classes = known_num_classes(name)
@@ -89,12 +91,14 @@ def load_federated_h5(train_path: str, test_path: str | None = None,
 
 
 
-def from_config(data_cfg) -> ArrayDataset:
-  """data.path: the training file; data.test_path ('' = data.path with 'train' -> 'test');
-  data.name ('' = federated_emnist); data.num_classes (0 = known by name, else from the
-  labels); data.invert_pixels."""
+def from_config(data_cfg, *, test_path: Annotated[
+    str, Field(doc="the test file ('' = data.path with 'train' -> 'test')")] = ""
+                ) -> ArrayDataset:
+  """data.path: the training file; data.name ('' = federated_emnist); data.num_classes (0 =
+  known by name, else from the labels); data.invert_pixels; its own block:
+  data.federated_h5.test_path."""
   name = file_source_name(data_cfg)
   path = resolve_path("federated_h5", name, data_cfg.path, data_cfg.download)
-  return load_federated_h5(path, data_cfg.test_path or None, name=name or None,
+  return load_federated_h5(path, test_path or None, name=name or None,
                            num_classes=data_cfg.num_classes or None,
                            invert=bool(data_cfg.invert_pixels))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import csv
 import os
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from fedjax_sharp.data.federated_files import resolve_path
 from fedjax_sharp.data.federated_files import sort_key
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.errors import DataError
+from fedjax_sharp.hyperparameters import ON_OFF, Field
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".ppm", ".tif", ".tiff")
 LANDMARKS_DEFAULT_SIZE = 64
@@ -264,29 +265,34 @@ def load_landmarks_csv(train_csv: str, test_csv: str, image_dir: str,
     raise DataError(f"{train_csv}: {e}") from None
 
 
-def imagefolder_from_config(data_cfg) -> ArrayDataset:
+def imagefolder_from_config(data_cfg, *, merge_valid: Annotated[
+    bool, Field(doc="CINIC-10's valid split joins train", choices=ON_OFF)] = False
+                            ) -> ArrayDataset:
   """data.path: the root ('' with data.name 'cinic10' and data.download: fetched); data.name
-  ('' = the directory's name); data.image_size (0 = keep); data.merge_valid;
-  data.num_classes (0 = the class directories)."""
+  ('' = the directory's name); data.image_size (0 = keep); data.num_classes (0 = the class
+  directories); its own block: data.imagefolder.merge_valid."""
   name = file_source_name(data_cfg)
   path = resolve_path("imagefolder", name, data_cfg.path, data_cfg.download)
   return load_imagefolder(path, name=name or None, image_size=checked_image_size(data_cfg),
-                          merge_valid=bool(data_cfg.merge_valid),
+                          merge_valid=bool(merge_valid),
                           num_classes=data_cfg.num_classes or None)
 
 
-def landmarks_from_config(data_cfg) -> ArrayDataset:
-  """data.path: the directory; data.train_csv ('' = <path>/federated_train.csv),
-  data.test_csv ('' = <path>/test.csv), data.image_dir ('' = <path>/images if it exists,
-  else <path>), data.image_size (0 = 64), data.num_classes (0 = the classes listed)."""
+def landmarks_from_config(
+    data_cfg, *,
+    train_csv: Annotated[str, Field(doc="'' = <path>/federated_train.csv")] = "",
+    test_csv: Annotated[str, Field(doc="'' = <path>/test.csv")] = "",
+    image_dir: Annotated[str, Field(doc="'' = <path>/images (or <path>)")] = "") -> ArrayDataset:
+  """data.path: the directory; data.image_size (0 = 64), data.num_classes (0 = the classes
+  listed); its own block data.landmarks_csv: train_csv, test_csv, image_dir ('' = <path>/images
+  if it exists, else <path>)."""
   name = file_source_name(data_cfg)
   path = resolve_path("landmarks_csv", name, data_cfg.path, data_cfg.download)
-  image_dir = data_cfg.image_dir
   if not image_dir:
     image_dir = (os.path.join(path, "images") if os.path.isdir(os.path.join(path, "images"))
                  else path)
-  return load_landmarks_csv(data_cfg.train_csv or os.path.join(path, LANDMARKS_TRAIN_CSV),
-                            data_cfg.test_csv or os.path.join(path, LANDMARKS_TEST_CSV),
+  return load_landmarks_csv(train_csv or os.path.join(path, LANDMARKS_TRAIN_CSV),
+                            test_csv or os.path.join(path, LANDMARKS_TEST_CSV),
                             image_dir,
                             image_size=checked_image_size(data_cfg) or LANDMARKS_DEFAULT_SIZE,
                             name=name or "landmarks_user_160k",

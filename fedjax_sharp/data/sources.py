@@ -16,10 +16,11 @@
                       data.name 'shakespeare' / 'stackoverflow': next-token sequences.
   'leaf'              LEAF's JSON files (femnist, shakespeare; `leaf`).
 
-A loader takes the config's data section and returns an `ArrayDataset` (uint8 `[N, H, W, C]`
-images, int32 labels) or a `TokenDataset` (int32 token ids + the vocabulary); it reads the
-fields it needs as `data_cfg.<field>` (every field is declared in the base config). Adding a
-source is one module with a loader and one entry here (docs/adding_a_data_source.md).
+A loader takes the config's data section and its own block's values as keyword arguments
+(`register_source`) and returns an `ArrayDataset` (uint8 `[N, H, W, C]` images, int32 labels)
+or a `TokenDataset` (int32 token ids + the vocabulary); it reads the shared fields as
+`data_cfg.<field>` (`FIELDS`). Adding a source is one module with a loader and one
+`register_source` call (docs/adding_a_data_source.md).
 
 With an empty data.path and data.download=True, the published files of federated EMNIST,
 Shakespeare, Stack Overflow (TFF's SQLite) and CINIC-10 are fetched once (`data.download`).
@@ -43,6 +44,13 @@ from fedjax_sharp.data.arrays import hold_out_validation, subsample
 from fedjax_sharp.data.types import TokenDataset
 from fedjax_sharp.hyperparameters import ON_OFF, Hyperparameter, declare
 
+# The package's sources, registered below.
+BUILT_IN = {"embedded": embedded.from_config, "idx": idx.from_config, "npz": npz.from_config,
+            "tfds": tfds_datasets.from_config,
+            "imagefolder": image_files.imagefolder_from_config,
+            "landmarks_csv": image_files.landmarks_from_config,
+            "federated_h5": hdf5.from_config, "federated_sqlite": tff_sqlite.from_config,
+            "leaf": leaf.from_config}
 # data.source -> loader(data_cfg, **block) -> ArrayDataset | TokenDataset (`register_source`).
 LOADERS: dict[str, Callable[..., Any]] = {}
 ALL_SOURCES = LOADERS   # the allowed data.source values (config validation reads the keys)
@@ -65,19 +73,12 @@ def blocks() -> dict[str, dict[str, Hyperparameter]]:
   return {name: block for name, block in out.items() if block}
 
 
-for _name, _loader in (("embedded", embedded.from_config), ("idx", idx.from_config),
-                       ("npz", npz.from_config), ("tfds", tfds_datasets.from_config),
-                       ("imagefolder", image_files.imagefolder_from_config),
-                       ("landmarks_csv", image_files.landmarks_from_config),
-                       ("federated_h5", hdf5.from_config),
-                       ("federated_sqlite", tff_sqlite.from_config),
-                       ("leaf", leaf.from_config)):
-  register_source(_name, _loader)
-
-# The config block `data`: the fields the built-in sources read from `data_cfg` and those every
-# source shares (`load_dataset`, the partitions); a registered source's own: `data.<source>`.
+# The config block `data`: the fields every source shares (`load_dataset`, the partitions) and
+# those several read from `data_cfg`; a source's own fields are its block `data.<source>`,
+# declared by its loader's keyword arguments (`register_source`).
 FIELDS = declare(
-    source=("embedded", None, f"a registered source ({' | '.join(LOADERS)}; register_source)"),
+    source=("embedded", None, f"a registered source ({' | '.join(BUILT_IN)}, and any "
+            "register_source adds)"),
     name=("digits", None, "digits | fashion_mnist | mnist | cifar10 | cifar100 | "
           "emnist[/digits|letters|...] | ag_news_subset | free (files)"),
     path=("", None, "idx dir / npz file / tfds data_dir / ImageFolder root / Landmarks dir / "
@@ -118,15 +119,10 @@ FIELDS = declare(
     vocabulary_path=("", None, "'' = build it (saved as <workdir>/vocabulary.json)"),
     vocab_min_count=(2, ">= 0", "text: minimum token count of the vocabulary"),
     vocab_max_size=(0, ">= 0", "text: 0 = no limit"),
-    word_counts_path=("", None, "stackoverflow: TFF's stackoverflow.word_count ('' = fetched "
-                      "with data.download, else counted from the training split)"),
     image_size=(0, ">= 0", "imagefolder / landmarks_csv: resize to this (0 = keep / 64)"),
-    merge_valid=(False, ON_OFF, "imagefolder: CINIC-10's valid split joins train"),
-    train_csv=("", None, "landmarks_csv: '' = <path>/federated_train.csv"),
-    test_csv=("", None, "landmarks_csv: '' = <path>/test.csv"),
-    image_dir=("", None, "landmarks_csv: '' = <path>/images (or <path>)"),
-    test_path=("", None, "federated_h5: '' = path with 'train' -> 'test'"),
     invert_pixels=(True, ON_OFF, "federated_h5/sqlite: TFF white-background -> MNIST style"))
+for _name, _loader in BUILT_IN.items():
+  register_source(_name, _loader)
 
 
 def _count(data_cfg, field: str) -> int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Sequence
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from fedjax_sharp.data.federated_files import file_source_name, pixels_to_uint8,
 from fedjax_sharp.data.types import ArrayDataset
 from fedjax_sharp.data.types import TokenDataset
 from fedjax_sharp.errors import DataError
+from fedjax_sharp.hyperparameters import Field
 
 TEXT_NAMES = ("shakespeare", "stackoverflow")   # data.name values read as text
 
@@ -283,14 +284,17 @@ def load_tff_stackoverflow(path: str, vocab_size: int = natural.STACKOVERFLOW_NU
   return natural.assemble_tokens(name, per_split, vocabulary, vocabulary.size, "token", path)
 
 
-def from_config(data_cfg) -> ArrayDataset | TokenDataset:
+def from_config(data_cfg, *, word_counts_path: Annotated[
+    str, Field(doc="stackoverflow: TFF's stackoverflow.word_count ('' = fetched with "
+               "data.download, else counted from the training split)")] = ""
+                ) -> ArrayDataset | TokenDataset:
   """data.path ('' with a DOWNLOADABLE data.name and data.download: fetched); data.name:
   'shakespeare' / 'stackoverflow' (text: next-token targets encoded for training,
   `natural.training_targets`) or an image dataset ('' = federated_emnist); images:
   data.num_classes (0 = known by name, else from the labels), data.invert_pixels; text:
   data.max_length (0 = the dataset's length), Stack Overflow: data.vocab_max_size (0 =
-  10,000 words), data.word_counts_path ('' with data.download: TFF's word counts, fetched),
-  data.vocabulary_path."""
+  10,000 words), data.vocabulary_path; its own block: data.federated_sqlite.word_counts_path
+  ('' with data.download: TFF's word counts, fetched)."""
   name = file_source_name(data_cfg)
   path = resolve_path("federated_sqlite", name, data_cfg.path, data_cfg.download)
   if name not in TEXT_NAMES:
@@ -300,7 +304,7 @@ def from_config(data_cfg) -> ArrayDataset | TokenDataset:
   if name == "shakespeare":
     return natural.training_targets(load_tff_shakespeare(
         path, seq_length=data_cfg.max_length or natural.SHAKESPEARE_SEQUENCE_LENGTH))
-  word_counts = data_cfg.word_counts_path or None
+  word_counts = word_counts_path or None
   if word_counts is None and data_cfg.download and not data_cfg.vocabulary_path:
     from fedjax_sharp.data import download  # pylint: disable=g-import-not-at-top
     word_counts = os.path.join(download.fetch_dataset("stackoverflow_word_count"),

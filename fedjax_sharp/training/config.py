@@ -36,8 +36,9 @@ def base_config() -> ml_collections.ConfigDict:
   from fedjax_sharp.algorithms.registry import config_blocks
   for name, algorithm_block in config_blocks().items():
     c.algorithm[name] = algorithm_block
-  for name, declared in sources.blocks().items():   # the data sources registered so far
-    c.data[name] = hyperparameters.fill(ml_collections.ConfigDict(), declared)
+  for name, declared in sources.blocks().items():   # a source registered after the import
+    if f"data.{name}" not in SECTIONS:
+      c.data[name] = hyperparameters.fill(ml_collections.ConfigDict(), declared)
   return c
 
 
@@ -52,6 +53,23 @@ def recorded(config) -> dict:
   return out
 
 
+def upgraded(saved: dict) -> dict:
+  """A config.json of an older version in today's layout: a data source's own fields, once flat
+  in `data` (`data.train_csv`), move into the source's block (`data.landmarks_csv.train_csv`)
+  for the run's source, and are dropped for the others (they held their defaults)."""
+  data = saved.get("data")
+  if not isinstance(data, dict):
+    return saved
+  saved = {**saved, "data": dict(data)}
+  for source, declared in sources.blocks().items():
+    for name in declared:
+      if name in saved["data"] and name not in sources.FIELDS:
+        value = saved["data"].pop(name)
+        if source == data.get("source"):
+          saved["data"].setdefault(source, {})[name] = value
+  return saved
+
+
 def from_recorded(saved: dict) -> ml_collections.ConfigDict:
   """The config of a run's config.json: `saved` over `base_config()` (a config.json holds only
   the blocks the run used, `recorded`; an older one holds them all). Blocks of algorithms
@@ -64,7 +82,7 @@ def from_recorded(saved: dict) -> ml_collections.ConfigDict:
         merge(into[k], v)
       else:
         into[k] = v
-  merge(merged, saved)
+  merge(merged, upgraded(saved))
   return ml_collections.ConfigDict(merged)
 
 

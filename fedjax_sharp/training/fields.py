@@ -58,6 +58,7 @@ EVAL_FIELDS = declare(
 SECTIONS: dict[str, dict[str, Any]] = {
     "": RUN_FIELDS,
     "data": sources.FIELDS,
+    **{f"data.{name}": block for name, block in sources.blocks().items()},
     "model": models.FIELDS,
     **{f"model.{name}": block for name, block in models.blocks().items()},
     "local": from_config.LOCAL_FIELDS,

@@ -106,8 +106,8 @@ def _algorithm_blocks(config) -> None:
 
 @rule
 def _component_blocks(config) -> None:
-  """The blocks registered at run time (a data source's `data.<source>`), in their ranges; the
-  engine's strategy one of the table's (a user's own included)."""
+  """The data sources' blocks `data.<source>` (of a source registered after the import too), in
+  their ranges; the engine's strategy one of the table's (a user's own included)."""
   for name, declared in sources.blocks().items():
     check(f"data.{name}", dict(config.data[name]) if name in config.data else {}, declared)
   execution.ExecutionConfig.from_config(config.engine).validate()

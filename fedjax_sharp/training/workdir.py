@@ -154,6 +154,7 @@ def resolved_differences(saved: dict, config, allow: tuple[str, ...] = ()) -> li
   """`setting_differences` of a config whose 'auto' fields are resolved already (the config a
   run executes and records), compared as it stands."""
   new = json.loads(config.to_json_best_effort())
+  saved = config_lib.upgraded(saved)
   if "compute_dtype" in saved.get("model", {}):   # 'auto' in a config.json of an older version
     saved = json.loads(json.dumps(saved))
     saved["model"]["compute_dtype"] = registry.resolve_compute_dtype(
