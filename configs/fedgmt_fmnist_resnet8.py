@@ -4,8 +4,9 @@ FedAvg vs FedGMT (offline).
 The setting of configs/fedgmt_fmnist_hetero.py (Fashion-MNIST from Debian's IDX files,
 long-tail Dirichlet(0.1) over 100 clients, imbalance factor 2, 10 clients per round, B = 50, lr 0.01, momentum 0.9, wd 1e-5, 100 rounds, FedGMT's Table 2 hyperparameters) with the
 McMahan CNN replaced by the FedGMT code's ResNet-8 (ImageNet-style stem, GroupNorm with 2
-groups; 28x28x1 inputs, 10 classes) and E = 1 instead of 2: a ResNet-8 round costs about 35 s
-on one core of the 2-core CPU machine at E = 1, so the pair of 100-round runs fits in two hours.
+groups; 28x28x1 inputs, 10 classes) and E = 1 instead of 2: a ResNet-8 round costs 39-53 s on
+the 2-core CPU machine at E = 1 (docs/reproducing.md), so the pair of 100-round runs takes about
+2.5 hours.
 
     python experiments/compare.py --config=configs/fedgmt_fmnist_resnet8.py --reuse \
         --algorithms=fedavg,fedgmt --seeds=0 --workdir=runs/resnet8_fmnist

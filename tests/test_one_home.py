@@ -124,3 +124,32 @@ def test_a_config_json_of_an_older_version_reads_its_flat_source_fields_into_the
   config.data.landmarks_csv.train_csv = "other.csv"
   assert workdir.setting_differences(old, config) == [
       "data.landmarks_csv.train_csv: saved 'users.csv', now 'other.csv'"]
+
+
+def test_a_model_registered_after_the_import_has_its_block():
+  """A user's model with `config_fields` gets its block `model.<name>` in `base_config()`, and
+  its values are checked, as the package's models' (whose blocks the table holds)."""
+  import flax.linen as nn                           # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.errors import ConfigError       # pylint: disable=g-import-not-at-top
+  from fedjax_sharp.hyperparameters import Field    # pylint: disable=g-import-not-at-top
+
+  class Tiny(nn.Module):
+    num_classes: int = 10
+    width: int = 3
+    config_fields = {"width": Field(">= 1", "hidden units")}
+
+    @nn.compact
+    def __call__(self, x):
+      return nn.Dense(self.num_classes)(nn.Dense(self.width)(x.reshape(x.shape[0], -1)))
+
+  models.MODELS["tiny_user_model"] = Tiny
+  try:
+    config = config_lib.base_config()
+    assert config.model.tiny_user_model.to_dict() == {"width": 3}
+    config.model.name = "tiny_user_model"
+    config_lib.validate(config)
+    config.model.tiny_user_model.width = 0
+    with pytest.raises(ConfigError, match=r"model.tiny_user_model.width must be >= 1, got 0"):
+      config_lib.validate(config)
+  finally:
+    del models.MODELS["tiny_user_model"]

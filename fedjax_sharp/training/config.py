@@ -36,9 +36,11 @@ def base_config() -> ml_collections.ConfigDict:
   from fedjax_sharp.algorithms.registry import config_blocks
   for name, algorithm_block in config_blocks().items():
     c.algorithm[name] = algorithm_block
-  for name, declared in sources.blocks().items():   # a source registered after the import
-    if f"data.{name}" not in SECTIONS:
-      c.data[name] = hyperparameters.fill(ml_collections.ConfigDict(), declared)
+  # The blocks of a data source or model registered after `training.fields` was imported.
+  for section, blocks in (("data", sources.blocks()), ("model", registry.blocks())):
+    for name, declared in blocks.items():
+      if f"{section}.{name}" not in SECTIONS:
+        c[section][name] = hyperparameters.fill(ml_collections.ConfigDict(), declared)
   return c
 
 

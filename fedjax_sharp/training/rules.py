@@ -106,8 +106,10 @@ def _algorithm_blocks(config) -> None:
 
 @rule
 def _component_blocks(config) -> None:
-  """The data sources' blocks `data.<source>` (of a source registered after the import too), in
+  """The blocks of the data sources and models (of one registered after the import too), in
   their ranges; the engine's strategy one of the table's (a user's own included)."""
-  for name, declared in sources.blocks().items():
-    check(f"data.{name}", dict(config.data[name]) if name in config.data else {}, declared)
+  for section, blocks in (("data", sources.blocks()), ("model", models.blocks())):
+    for name, declared in blocks.items():
+      given = config[section][name] if name in config[section] else {}
+      check(f"{section}.{name}", dict(given), declared)
   execution.ExecutionConfig.from_config(config.engine).validate()
