@@ -51,9 +51,9 @@ BUILT_IN = {"embedded": embedded.from_config, "idx": idx.from_config, "npz": npz
             "landmarks_csv": image_files.landmarks_from_config,
             "federated_h5": hdf5.from_config, "federated_sqlite": tff_sqlite.from_config,
             "leaf": leaf.from_config}
-# data.source -> loader(data_cfg, **block) -> ArrayDataset | TokenDataset (`register_source`).
+# data.source -> loader(data_cfg, **block) -> ArrayDataset | TokenDataset (`register_source`);
+# the config check of data.source reads its keys.
 LOADERS: dict[str, Callable[..., Any]] = {}
-ALL_SOURCES = LOADERS   # the allowed data.source values (config validation reads the keys)
 
 
 def register_source(name: str, loader: Callable[..., Any]) -> None:
