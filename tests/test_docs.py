@@ -349,7 +349,7 @@ def test_the_uniform_weighting_reruns_the_docs_quote_are_the_committed_runs():
                                        "seed_0", "summary.json")))
   assert runs
   mean = lambda path: f"{100 * json.load(open(path))['mean_test_accuracy_last_20']:.2f}"
-  listed = re.search(r"so far: (.*?), seed 0\.", readme).group(1)
+  listed = re.search(r"so far: (.*?), seed 0[.;]", readme).group(1)
   for path in runs:
     run = os.path.relpath(path, os.path.join(ROOT, "results", "fmnist_hetero_newest_uniform"))
     title = ALGORITHMS[json.load(open(path))["algorithm"]].title.split(" /")[0]
