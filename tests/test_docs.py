@@ -338,7 +338,9 @@ def test_the_uniform_weighting_reruns_the_docs_quote_are_the_committed_runs():
   """Every finished re-run of results/fmnist_hetero_newest_uniform/ is quoted in
   docs/reproducing.md as "<title> [gives ]<uniform> (<examples>" with its seed's mean over the
   last 20 rounds beside the examples-weighted run of results/fmnist_hetero_newest/, and the
-  study's README lists it; a run copied in without the docs (or the reverse) fails here."""
+  study's README lists it; a run copied in without the docs (or the reverse) fails here. The
+  study's results.csv (the methods with three seeds) is the table's 'uniform' rows. Deliberate
+  bug it catches (checked once): FedNSAM's uniform row written as 88.17 for 88.16."""
   import glob                                           # pylint: disable=g-import-not-at-top
   import json                                           # pylint: disable=g-import-not-at-top
   import re                                             # pylint: disable=g-import-not-at-top
@@ -358,6 +360,16 @@ def test_the_uniform_weighting_reruns_the_docs_quote_are_the_committed_runs():
         title, mean(path), examples)
     assert title in listed, (title, listed)
   assert len(re.findall(r"Fed\w+", listed)) == len(runs), listed
+  # The finished methods' rows: results.csv of the study, as the table prints them.
+  import csv                                            # pylint: disable=g-import-not-at-top
+  table = _read("docs/reproducing.md")
+  with open(os.path.join(ROOT, "results", "fmnist_hetero_newest_uniform", "results.csv")) as f:
+    for row in csv.DictReader(f):
+      title = ALGORITHMS[row["algorithm"].split("[")[0]].title.split(" /")[0]
+      acc = f"{100 * float(row['acc_last_n_mean']):.2f} ({100 * float(row['acc_last_n_std']):.2f})"
+      assert (f"| {title} (lr 0.1) | uniform | {row['seeds']} | {acc} | "
+              f"{100 * float(row['final_acc']):.2f} | {float(row['rounds_to_target']):g} |"
+              ) in table, (title, acc)
 
 
 # A measured time or speed-up as a comment would state it: "~0.3 s", "61.6 -> 43.5 ms",
